@@ -1,0 +1,49 @@
+// Variant: one point of the kernel design space, as a small value struct with
+// one canonical name ("lookback_v4_t256_s8_i8"). Name() and Parse() round-trip
+// losslessly; knobs an algorithm does not use are held at their defaults and
+// are not part of its name.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+
+namespace scantune {
+
+enum class Algorithm {
+  kSequential,   // one thread walks the whole sequence of `vec` channels
+  kChunked,      // three phases: chunk-local scan, carry scan over chunks, fix-up
+  kLookback,     // single pass: warp/block prefix over time segments, decoupled look-back between time tiles
+  kTestFault,    // test-only: writes far outside its buffers (must be recorded, never selected)
+  kTestHang,     // test-only: spins forever (must be recorded as TIMEOUT)
+};
+
+struct Variant {
+  Algorithm algorithm = Algorithm::kSequential;
+  int vec = 1;        // channels per thread (vector width of loads/stores): 1, 2, 4, 8
+  int threads = 128;  // threads per block
+  int chunk = 0;      // kChunked: timesteps per chunk
+  int segments = 1;   // kLookback: threads along time within a block
+  int items = 1;      // kLookback: timesteps per thread (held in registers)
+  int prefetch = 1;   // kSequential: timesteps loaded ahead (loads in flight per thread)
+
+  std::string Name() const;
+  static StatusOr<Variant> Parse(std::string_view name);
+
+  // Orders variants by simplicity; used when two are within timing noise.
+  int Complexity() const;
+  bool IsTestOnly() const { return algorithm == Algorithm::kTestFault || algorithm == Algorithm::kTestHang; }
+
+  auto operator<=>(const Variant&) const = default;
+};
+
+struct VariantHash {
+  size_t operator()(const Variant& v) const;
+};
+
+const char* AlgorithmName(Algorithm algorithm);
+
+}  // namespace scantune

@@ -1,0 +1,90 @@
+// Store: the calibration database, one SQLite file owned by the daemon (the
+// one writer). Holds devices, variants, the compile cache, records (with raw
+// samples and every statistic) and selections. Opened in WAL mode with
+// synchronous=FULL; the schema carries a version in a meta table and is
+// migrated on open. Each batch of results and its selection update commit in
+// one transaction. Thread-safe: calls are serialized on an internal mutex.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/problem.h"
+#include "common/status.h"
+#include "proto/scantune.pb.h"
+
+struct sqlite3;
+
+namespace scantune {
+
+struct CachedCompile {
+  std::string cache_key;
+  std::string variant;
+  std::string arch;
+  std::string cubin;
+  std::string lowered_names_json;  // {"name expression": "mangled", ...}
+  std::string log;
+  double compile_ms = 0.0;
+  int state = 0;                   // v1::ResultState
+};
+
+struct RecordPage {
+  std::vector<v1::Record> records;
+  std::string next_page_token;     // empty on the last page
+};
+
+class Store {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // Creates or migrates the file. ":memory:" is not accepted: the store is a real file.
+  static StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
+  ~Store();
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  int schema_version();
+
+  Status UpsertDevice(const v1::DeviceInfo& device);   // keyed by uuid
+  StatusOr<std::vector<v1::DeviceInfo>> ListDevices();
+
+  StatusOr<std::optional<CachedCompile>> GetCompiled(const std::string& cache_key);
+  Status PutCompiled(const CachedCompile& entry);
+
+  // Inserts the records (ids assigned, returned in order) and, if given,
+  // upserts the selection with record_id = the id of records[winner_index],
+  // all in one transaction: either everything lands or nothing does.
+  StatusOr<std::vector<int64_t>> CommitResults(const std::vector<v1::Record>& records,
+                                               const std::optional<v1::Selection>& selection,
+                                               int winner_index);
+
+  StatusOr<v1::Record> GetRecord(int64_t id);
+  // Newest first. page_size in [1, 1000]; the token is opaque to callers.
+  StatusOr<RecordPage> ListRecords(const v1::RecordFilter& filter, int page_size, const std::string& page_token);
+
+  // The selection for (device model, op, shape, dtype, mode, has_h0), as stored
+  // (stale is the caller's judgement from the fingerprint).
+  StatusOr<std::optional<v1::Selection>> GetSelection(const std::string& device_model, const Problem& problem);
+  // Every selection for the device model with the same op, dtype, mode and has_h0 (any shape).
+  StatusOr<std::vector<v1::Selection>> ListSelections(const std::string& device_model, const Problem& like);
+
+  // Records with a non-OK state for this device model, problem and fingerprint:
+  // those variants are not retried blindly.
+  StatusOr<std::vector<v1::Record>> FailedRecords(const std::string& device_model, const Problem& problem,
+                                                  const std::string& fingerprint);
+
+ private:
+  explicit Store(sqlite3* db);
+  sqlite3* db_;
+  std::mutex mu_;
+};
+
+// "driver=13000;nvrtc=13.0;src=<hash>" -- a record's or selection's fingerprint.
+std::string Fingerprint(const v1::DeviceInfo& device, const std::string& source_hash);
+std::string FingerprintOf(const v1::Record& record);
+
+}  // namespace scantune
