@@ -1,0 +1,127 @@
+#include "common/variant.h"
+
+#include <charconv>
+#include <functional>
+#include <vector>
+
+namespace scantune {
+namespace {
+
+std::vector<std::string_view> Split(std::string_view text, char sep) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    size_t pos = text.find(sep, start);
+    parts.push_back(text.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    if (pos == std::string_view::npos) return parts;
+    start = pos + 1;
+  }
+}
+
+// One knob as it appears in a name: a letter and a positive integer ("v4").
+struct KnobSpec {
+  char letter;
+  int Variant::*field;
+};
+
+std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kSequential:
+      return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'p', &Variant::prefetch}};
+    case Algorithm::kChunked:
+      return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'c', &Variant::chunk}};
+    case Algorithm::kLookback:
+      return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'s', &Variant::segments}, {'i', &Variant::items}};
+    case Algorithm::kTestFault:
+    case Algorithm::kTestHang:
+      return {};
+  }
+  return {};
+}
+
+}  // namespace
+
+const char* AlgorithmName(Algorithm algorithm) {
+  switch (algorithm) {
+    case Algorithm::kSequential: return "sequential";
+    case Algorithm::kChunked: return "chunked";
+    case Algorithm::kLookback: return "lookback";
+    case Algorithm::kTestFault: return "test_fault";
+    case Algorithm::kTestHang: return "test_hang";
+  }
+  return "?";
+}
+
+std::string Variant::Name() const {
+  std::string name = AlgorithmName(algorithm);
+  for (const KnobSpec& knob : KnobsOf(algorithm)) {
+    name += '_';
+    name += knob.letter;
+    name += std::to_string(this->*knob.field);
+  }
+  return name;
+}
+
+StatusOr<Variant> Variant::Parse(std::string_view name) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgument("bad variant name '" + std::string(name) + "': " + why);
+  };
+  Variant v;
+  if (name == "test_fault") {
+    v.algorithm = Algorithm::kTestFault;
+    return v;
+  }
+  if (name == "test_hang") {
+    v.algorithm = Algorithm::kTestHang;
+    return v;
+  }
+  std::vector<std::string_view> parts = Split(name, '_');
+  const std::string_view algo = parts[0];
+  if (algo == "sequential") {
+    v.algorithm = Algorithm::kSequential;
+  } else if (algo == "chunked") {
+    v.algorithm = Algorithm::kChunked;
+  } else if (algo == "lookback") {
+    v.algorithm = Algorithm::kLookback;
+  } else {
+    return bad("unknown algorithm '" + std::string(algo) + "' (sequential, chunked, lookback)");
+  }
+  const std::vector<KnobSpec> knobs = KnobsOf(v.algorithm);
+  if (parts.size() != knobs.size() + 1) {
+    return bad("expected " + std::to_string(knobs.size()) + " knobs after the algorithm");
+  }
+  for (size_t i = 0; i < knobs.size(); ++i) {
+    std::string_view part = parts[i + 1];
+    if (part.size() < 2 || part[0] != knobs[i].letter) {
+      return bad(std::string("knob ") + std::to_string(i + 1) + " must start with '" + knobs[i].letter + "'");
+    }
+    int value = 0;
+    auto [end, ec] = std::from_chars(part.data() + 1, part.data() + part.size(), value);
+    if (ec != std::errc() || end != part.data() + part.size() || value <= 0) {
+      return bad("knob '" + std::string(part) + "' needs a positive integer");
+    }
+    v.*(knobs[i].field) = value;
+  }
+  return v;
+}
+
+int Variant::Complexity() const {
+  switch (algorithm) {
+    case Algorithm::kSequential: return 0;
+    case Algorithm::kChunked: return 1;
+    case Algorithm::kLookback: return 2;
+    case Algorithm::kTestFault:
+    case Algorithm::kTestHang: return 100;
+  }
+  return 100;
+}
+
+size_t VariantHash::operator()(const Variant& v) const {
+  size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
+  for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch}) {
+    h = h * 1000003u ^ std::hash<int>()(knob);
+  }
+  return h;
+}
+
+}  // namespace scantune
