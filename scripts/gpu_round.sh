@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# One round on the GPU machine (see ../shared/DEVICE.md): the GPU test suite,
+# then the daemon tuning linear_scan bf16 fwd_bwd at the four seed-001 shapes,
+# `scantune select` for each, and the `scantune records` table. Everything it
+# prints also lands under $OUT (the folder the device tool brings back).
+#   device.run carry=[".bundle"] command="bash scripts/gpu_round.sh [tests|tune|all]"
+set -uo pipefail
+root=$(pwd)
+what=${1:-all}
+out=${OUT:-$root/gpu-out}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$root/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+# The build tree's ctest files name absolute paths under /work/main.
+if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
+[ -e "$root/build" ] || ln -s "$root/.bundle/build" "$root/build"
+bin=/work/main/build
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv | tee "$out/gpu.txt"
+
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  echo "== GPU suite: ctest -L gpu"
+  ctest --test-dir "$bin" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$out/gpu_tests.log"
+fi
+
+if [ "$what" = tune ] || [ "$what" = all ]; then
+  sock=unix:///tmp/scantune-gpu.sock
+  db=/tmp/scantune-gpu.db
+  rm -f "$db" "$db"-wal "$db"-shm
+  "$bin/server/scantuned" --listen "$sock" --db "$db" --compile-threads 16 >"$out/scantuned.log" 2>&1 &
+  daemon=$!
+  cli="$bin/client/scantune --address $sock"
+  for i in $(seq 1 50); do $cli devices >/dev/null 2>&1 && break; sleep 0.2; done
+  $cli devices | tee "$out/devices.txt"
+  for shape in 4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048; do
+    echo "== tune linear_scan $shape bf16 fwd_bwd"
+    $cli tune --op linear_scan --shape $shape --dtype bf16 --mode fwd_bwd 2>"$out/tune_$shape.progress" | tee -a "$out/tune.txt"
+    $cli select --op linear_scan --shape $shape --dtype bf16 --mode fwd_bwd | tee -a "$out/select.txt"
+  done
+  $cli records --state OK --limit 1000 > "$out/records_ok.txt"
+  $cli records --limit 1000 --json > "$out/records.json"
+  cp "$db" "$out/scantune-gpu.db" 2>/dev/null
+  kill $daemon; wait $daemon
+  echo "== best per shape"; cat "$out/select.txt"
+fi
