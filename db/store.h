@@ -20,6 +20,9 @@
 struct sqlite3;
 
 namespace scantune {
+namespace db {
+class StatementCache;
+}  // namespace db
 
 struct CachedCompile {
   std::string cache_key;
@@ -79,8 +82,15 @@ class Store {
 
  private:
   explicit Store(sqlite3* db);
+  // PRAGMAs, the schema version check and migrations; run once by Open.
+  Status Initialize(const std::string& path);
+  // Inserts one record (and its variant row) inside the caller's transaction.
+  StatusOr<int64_t> InsertRecord(const v1::Record& record, const std::string& now);
+  Status UpsertSelection(const v1::Selection& selection, const std::string& now);
+
   sqlite3* db_;
   std::mutex mu_;
+  std::unique_ptr<db::StatementCache> statements_;  // guarded by mu_; finalized before db_ closes
 };
 
 // "driver=13000;nvrtc=13.0;src=<hash>" -- a record's or selection's fingerprint.
