@@ -1,0 +1,659 @@
+#include "client/cli.h"
+
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+#include <google/protobuf/util/json_util.h>
+
+#include "client/table_printer.h"
+#include "common/problem.h"
+
+namespace scantune {
+
+struct Cli::Command {
+  const char* name;
+  const char* summary;
+  std::function<void(ArgParser&)> flags;
+  int (Cli::*run)(const ArgParser&);
+};
+
+namespace {
+
+void AddProblemFlags(ArgParser& p) {
+  p.AddFlag("op", "NAME", "operator (default linear_scan)");
+  p.AddFlag("shape", "BxLxW", "batch x length x width, e.g. 4x2048x2048");
+  p.AddFlag("dtype", "fp32|bf16|fp16", "input/output dtype (the carry is always fp32)");
+  p.AddFlag("mode", "fwd|bwd|fwd_bwd", "what is timed and ranked");
+  p.AddBool("h0", "with an initial state h0 (B, W)");
+  p.AddFlag("device", "UUID", "device (default: the first)");
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ',')) {
+    if (!item.empty()) items.push_back(item);
+  }
+  return items;
+}
+
+StatusOr<v1::Shape> ShapeFlag(const std::string& text) {
+  ASSIGN_OR_RETURN(Shape shape, ParseShape(text));
+  constexpr int64_t kMax = std::numeric_limits<uint32_t>::max();
+  if (shape.batch > kMax || shape.length > kMax || shape.width > kMax) {
+    return InvalidArgument("shape '" + text + "' has a dimension beyond 2^32-1");
+  }
+  v1::Shape proto;
+  proto.set_batch(static_cast<uint32_t>(shape.batch));
+  proto.set_length(static_cast<uint32_t>(shape.length));
+  proto.set_width(static_cast<uint32_t>(shape.width));
+  return proto;
+}
+
+StatusOr<v1::DType> DTypeFlag(const std::string& text) {
+  ASSIGN_OR_RETURN(DType dtype, ParseDType(text));
+  return ToProto(dtype);
+}
+
+StatusOr<v1::Mode> ModeFlag(const std::string& text) {
+  ASSIGN_OR_RETURN(Mode mode, ParseMode(text));
+  return ToProto(mode);
+}
+
+// The operator is passed through unchecked: the daemon knows which it serves
+// and says so. Shape, dtype and mode are parsed here because the wire needs
+// numbers and enums.
+StatusOr<v1::Problem> ProblemFlags(const ArgParser& args, const std::string& shape_text) {
+  v1::Problem problem;
+  problem.set_op(args.GetOr("op", "linear_scan"));
+  if (shape_text.empty()) return InvalidArgument("--shape is required");
+  ASSIGN_OR_RETURN(*problem.mutable_shape(), ShapeFlag(shape_text));
+  auto dtype = args.Get("dtype");
+  if (!dtype) return InvalidArgument("--dtype is required");
+  ASSIGN_OR_RETURN(v1::DType d, DTypeFlag(*dtype));
+  problem.set_dtype(d);
+  auto mode = args.Get("mode");
+  if (!mode) return InvalidArgument("--mode is required");
+  ASSIGN_OR_RETURN(v1::Mode m, ModeFlag(*mode));
+  problem.set_mode(m);
+  problem.set_has_h0(args.GetBool("h0"));
+  return problem;
+}
+
+StatusOr<v1::MissPolicy> MissPolicyFlag(const std::string& text) {
+  if (text == "not_found") return v1::NOT_FOUND;
+  if (text == "nearest") return v1::NEAREST;
+  if (text == "tune") return v1::TUNE_NOW;
+  return InvalidArgument("--on-miss must be not_found, nearest or tune, got '" + text + "'");
+}
+
+std::string ShapeText(const v1::Shape& s) {
+  return std::to_string(s.batch()) + "x" + std::to_string(s.length()) + "x" + std::to_string(s.width());
+}
+
+std::string Lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+std::string ProblemText(const v1::Problem& p) {
+  std::string dtype = p.dtype() == v1::DTYPE_UNSPECIFIED ? "?" : Lower(v1::DType_Name(p.dtype()));
+  std::string text = p.op() + " " + ShapeText(p.shape()) + " " + dtype + " " + Lower(v1::Mode_Name(p.mode()));
+  if (p.has_h0()) text += " h0";
+  return text;
+}
+
+std::string Ms(double value) { return TablePrinter::Fixed(value, 4); }
+
+std::string Dim3(const google::protobuf::RepeatedField<uint32_t>& v) {
+  std::string text;
+  for (int i = 0; i < v.size(); ++i) text += (i ? "x" : "") + std::to_string(v[i]);
+  return text.empty() ? "-" : text;
+}
+
+std::string Join(const google::protobuf::RepeatedField<double>& values, int digits) {
+  std::string text;
+  char buffer[64];
+  for (int i = 0; i < values.size(); ++i) {
+    std::snprintf(buffer, sizeof(buffer), "%.*f", digits, values[i]);
+    text += (i ? " " : "") + std::string(buffer);
+  }
+  return text.empty() ? "-" : text;
+}
+
+std::string Num(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.6g", value);
+  return buffer;
+}
+
+// Two aligned columns: name, value.
+void PrintFields(std::ostream& out, const std::vector<std::pair<std::string, std::string>>& fields,
+                 const std::string& indent = "") {
+  size_t width = 0;
+  for (const auto& f : fields) width = std::max(width, f.first.size());
+  for (const auto& [name, value] : fields) {
+    out << indent << name << std::string(width - name.size() + 2, ' ') << value << "\n";
+  }
+}
+
+}  // namespace
+
+Cli::Cli(std::ostream& out, std::ostream& err) : out_(out), err_(err) {}
+Cli::~Cli() = default;
+
+const std::vector<Cli::Command>& Cli::Commands() {
+  static const std::vector<Command> commands = {
+      {"devices", "list the daemon's GPUs", [](ArgParser&) {}, &Cli::Devices},
+      {"tune", "tune a problem now (live progress on stderr), print the selection",
+       [](ArgParser& p) {
+         AddProblemFlags(p);
+         p.AddFlag("variants", "A,B,...", "only these variants (default: every one that can run the problem)");
+         p.AddBool("force", "re-tune even if a fresh selection exists");
+         p.AddBool("quiet", "no progress display");
+       },
+       &Cli::Tune},
+      {"select", "the best legal variant for a problem",
+       [](ArgParser& p) {
+         AddProblemFlags(p);
+         p.AddFlag("on-miss", "not_found|nearest|tune", "when the shape was never tuned (default not_found)");
+       },
+       &Cli::Select},
+      {"kernel", "the compiled kernel of a variant or the selection: launches, parameters, cubin",
+       [](ArgParser& p) {
+         AddProblemFlags(p);
+         p.AddFlag("variant", "NAME", "this variant (default: the selection)");
+         p.AddFlag("on-miss", "not_found|nearest|tune", "when no variant is named and none is selected");
+         p.AddFlag("out", "FILE", "write the cubin to FILE");
+       },
+       &Cli::Kernel},
+      {"bench", "remote benchmark: time named variants at the given shapes",
+       [](ArgParser& p) {
+         AddProblemFlags(p);
+         p.AddFlag("shapes", "S1,S2,...", "shapes, e.g. 4x2048x2048,1x8192x2560 (or --shape)");
+         p.AddFlag("variants", "A,B,...", "variants to time (required)");
+       },
+       &Cli::Bench},
+      {"records", "list benchmark records",
+       [](ArgParser& p) {
+         p.AddFlag("op", "NAME", "operator");
+         p.AddFlag("shape", "BxLxW", "shape");
+         p.AddFlag("dtype", "fp32|bf16|fp16", "dtype");
+         p.AddFlag("mode", "fwd|bwd|fwd_bwd", "mode");
+         p.AddFlag("variant", "NAME", "variant");
+         p.AddFlag("state", "STATE", "OK, ILLEGAL_ADDRESS, TIMEOUT, WRONG_RESULT, ...");
+         p.AddFlag("origin", "ORIGIN", "tuned, benchmark, retime or imported");
+         p.AddFlag("device-model", "NAME", "device model, e.g. 'NVIDIA H200'");
+         p.AddFlag("limit", "N", "records per page (default 100, at most 1000)");
+         p.AddFlag("page-token", "T", "continue a listing");
+       },
+       &Cli::Records},
+      {"record", "one record with every field, samples included",
+       [](ArgParser& p) { p.AddPositional("ID", "record id"); }, &Cli::Record},
+      {"health", "check that the daemon is serving", [](ArgParser&) {}, &Cli::Health},
+  };
+  return commands;
+}
+
+void Cli::PrintUsage(std::ostream& out) const {
+  out << "usage: scantune [--address ADDR] [--json] COMMAND [flags]\n\n"
+         "  --address ADDR   daemon address (default $SCANTUNE_ADDRESS or unix:///tmp/scantune.sock)\n"
+         "  --json           machine output: the RPC's response as protobuf JSON, one object per line\n\n"
+         "commands:\n";
+  for (const Command& c : Commands()) {
+    out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << "\n";
+  }
+  out << "\n'scantune COMMAND --help' shows a command's flags.\n";
+}
+
+int Cli::UsageError(const std::string& message) {
+  err_ << "scantune" << (command_ ? std::string(" ") + command_->name : "") << ": " << message << "\n";
+  if (command_ && parser_) {
+    err_ << "usage: scantune " << command_->name << parser_->Synopsis() << "\n" << parser_->Help();
+  } else {
+    PrintUsage(err_);
+  }
+  return kExitUsage;
+}
+
+int Cli::RpcError(const char* what, const Status& status) {
+  err_ << "scantune: " << what << " failed: " << StatusCodeName(status.code()) << ": " << status.message() << "\n";
+  return kExitRpcError;
+}
+
+void Cli::PrintJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = false;
+  std::string json;
+  auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    err_ << "scantune: cannot print JSON: " << status.ToString() << "\n";
+    return;
+  }
+  out_ << json << "\n";
+}
+
+int Cli::Run(const std::vector<std::string>& args) {
+  // Global flags may come before or after the subcommand.
+  std::vector<std::string> rest;
+  const Command* command = nullptr;
+  bool help = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--json") {
+      json_ = true;
+    } else if (arg == "--help" || arg == "-h") {
+      help = true;
+    } else if (arg == "--address") {
+      if (i + 1 >= args.size()) return UsageError("--address needs a value");
+      address_ = args[++i];
+    } else if (arg.rfind("--address=", 0) == 0) {
+      address_ = arg.substr(10);
+    } else if (!command) {
+      if (!arg.empty() && arg[0] == '-') return UsageError("unknown flag '" + arg + "'");
+      for (const Command& c : Commands()) {
+        if (arg == c.name) command = &c;
+      }
+      if (!command) return UsageError("unknown command '" + arg + "'");
+    } else {
+      rest.push_back(arg);
+    }
+  }
+  if (!command) {
+    if (help) {
+      PrintUsage(out_);
+      return kExitOk;
+    }
+    return UsageError("no command given");
+  }
+  ArgParser parser;
+  command->flags(parser);
+  command_ = command;
+  parser_ = &parser;
+  if (help) {
+    out_ << "usage: scantune " << command->name << parser.Synopsis() << "\n" << command->summary << "\n"
+         << parser.Help();
+    return kExitOk;
+  }
+  if (Status st = parser.Parse(rest); !st.ok()) return UsageError(st.message());
+
+  ClientOptions options;
+  options.address = address_;
+  client_ = std::make_unique<ScantuneClient>(options);
+  return (this->*(command->run))(parser);
+}
+
+int Cli::Health(const ArgParser&) {
+  if (Status st = client_->CheckHealth(); !st.ok()) return RpcError("health check", st);
+  if (json_) {
+    out_ << "{\"status\":\"SERVING\"}\n";
+  } else {
+    out_ << "SERVING (" << client_->address() << ")\n";
+  }
+  return kExitOk;
+}
+
+int Cli::Devices(const ArgParser&) {
+  StatusOr<v1::ListDevicesResponse> devices = client_->ListDevices();
+  if (!devices.ok()) return RpcError("devices", devices.status());
+  if (json_) {
+    PrintJson(*devices);
+    return kExitOk;
+  }
+  if (devices->devices_size() == 0) {
+    out_ << "no GPU" << (devices->note().empty() ? "" : ": " + devices->note()) << "\n";
+    return kExitOk;
+  }
+  TablePrinter table({"ordinal", "name", "uuid", "cc", "SMs", "memory GiB", "SM MHz", "mem MHz", "L2 MiB", "driver",
+                      "nvrtc"});
+  for (const v1::DeviceInfo& d : devices->devices()) {
+    table.AddRow({std::to_string(d.ordinal()), d.name(), d.uuid(),
+                  std::to_string(d.cc_major()) + "." + std::to_string(d.cc_minor()), std::to_string(d.sm_count()),
+                  TablePrinter::Fixed(d.memory_bytes() / double(1ull << 30), 1),
+                  std::to_string(d.sm_clock_khz() / 1000), std::to_string(d.memory_clock_khz() / 1000),
+                  TablePrinter::Fixed(d.l2_bytes() / double(1 << 20), 1), std::to_string(d.driver_version()),
+                  d.nvrtc_version()});
+  }
+  table.Print(out_);
+  if (!devices->note().empty()) out_ << devices->note() << "\n";
+  return kExitOk;
+}
+
+void Cli::PrintSelection(const v1::Selection& s) {
+  std::string flags;
+  if (s.stale()) flags += "STALE (tuned under another driver/NVRTC/kernel source) ";
+  if (s.nearest()) flags += "NEAREST (tuned at " + ShapeText(s.tuned_shape()) + ") ";
+  PrintFields(out_, {
+                        {"device", s.device_model()},
+                        {"problem", ProblemText(s.problem())},
+                        {"variant", s.variant()},
+                        {"median ms", Ms(s.median_ms())},
+                        {"runner-up", s.runner_up().empty() ? "-" : s.runner_up()},
+                        {"margin %", TablePrinter::Fixed(s.margin_pct(), 2)},
+                        {"decided by", s.decided_by().empty() ? "-" : s.decided_by()},
+                        {"record", std::to_string(s.record_id())},
+                        {"updated at", s.updated_at()},
+                        {"fingerprint", s.fingerprint()},
+                        {"flags", flags.empty() ? "fresh" : flags},
+                    });
+}
+
+int Cli::Tune(const ArgParser& args) {
+  StatusOr<v1::Problem> problem = ProblemFlags(args, args.GetOr("shape", ""));
+  if (!problem.ok()) return UsageError(problem.status().message());
+  v1::TuneRequest request;
+  *request.mutable_problem() = *problem;
+  request.set_device_uuid(args.GetOr("device", ""));
+  for (const std::string& v : SplitList(args.GetOr("variants", ""))) request.add_variants(v);
+  request.set_force(args.GetBool("force"));
+
+  const bool quiet = args.GetBool("quiet");
+  const bool tty = isatty(STDERR_FILENO);
+  bool line_open = false;
+  auto show = [&](const v1::TuneProgress& p) {
+    if (quiet) return;
+    std::string stage = v1::TuneProgress::Stage_Name(p.stage());
+    char counter[32];
+    std::snprintf(counter, sizeof(counter), "%d/%d", p.done(), p.total());
+    std::string line = "[" + stage + std::string(stage.size() < 9 ? 9 - stage.size() : 0, ' ') + " " + counter +
+                       "]";
+    if (!p.variant().empty()) line += " " + p.variant();
+    bool finished_candidate = p.state() != v1::STATE_UNSPECIFIED;
+    if (finished_candidate) line += " " + v1::ResultState_Name(p.state());
+    if (p.median_ms() > 0) line += " " + Ms(p.median_ms()) + " ms";
+    if (!p.message().empty()) line += "  " + p.message();
+    if (tty) {
+      // The running candidate overwrites one status line; finished ones and
+      // stage changes stay in the scrollback.
+      err_ << "\r\033[K" << line;
+      line_open = true;
+      if (finished_candidate || p.stage() == v1::TuneProgress::DONE || p.stage() == v1::TuneProgress::FAILED) {
+        err_ << "\n";
+        line_open = false;
+      }
+      err_.flush();
+    } else {
+      err_ << line << "\n";
+    }
+  };
+  StatusOr<v1::Selection> selection = client_->Tune(request, show);
+  if (line_open) err_ << "\n";
+  if (!selection.ok()) return RpcError("tune", selection.status());
+  if (json_) {
+    PrintJson(*selection);
+  } else {
+    PrintSelection(*selection);
+  }
+  return kExitOk;
+}
+
+int Cli::Select(const ArgParser& args) {
+  StatusOr<v1::Problem> problem = ProblemFlags(args, args.GetOr("shape", ""));
+  if (!problem.ok()) return UsageError(problem.status().message());
+  v1::SelectRequest request;
+  *request.mutable_problem() = *problem;
+  request.set_device_uuid(args.GetOr("device", ""));
+  StatusOr<v1::MissPolicy> policy = MissPolicyFlag(args.GetOr("on-miss", "not_found"));
+  if (!policy.ok()) return UsageError(policy.status().message());
+  request.set_on_miss(*policy);
+  StatusOr<v1::Selection> selection = client_->Select(request);
+  if (!selection.ok()) return RpcError("select", selection.status());
+  if (json_) {
+    PrintJson(*selection);
+  } else {
+    PrintSelection(*selection);
+  }
+  return kExitOk;
+}
+
+int Cli::Kernel(const ArgParser& args) {
+  StatusOr<v1::Problem> problem = ProblemFlags(args, args.GetOr("shape", ""));
+  if (!problem.ok()) return UsageError(problem.status().message());
+  v1::GetKernelRequest request;
+  *request.mutable_problem() = *problem;
+  request.set_variant(args.GetOr("variant", ""));
+  request.set_device_uuid(args.GetOr("device", ""));
+  StatusOr<v1::MissPolicy> policy = MissPolicyFlag(args.GetOr("on-miss", "not_found"));
+  if (!policy.ok()) return UsageError(policy.status().message());
+  request.set_on_miss(*policy);
+  StatusOr<v1::KernelResponse> kernel = client_->GetKernel(request);
+  if (!kernel.ok()) return RpcError("kernel", kernel.status());
+  if (auto out = args.Get("out")) {
+    std::ofstream file(*out, std::ios::binary | std::ios::trunc);
+    file.write(kernel->cubin().data(), static_cast<std::streamsize>(kernel->cubin().size()));
+    if (!file.good()) {
+      err_ << "scantune: cannot write " << *out << "\n";
+      return kExitRpcError;
+    }
+  }
+  if (json_) {
+    PrintJson(*kernel);
+    return kExitOk;
+  }
+  PrintFields(out_, {
+                        {"variant", kernel->variant()},
+                        {"arch", kernel->arch()},
+                        {"cubin bytes", std::to_string(kernel->cubin().size()) +
+                                            (args.Has("out") ? " (written to " + *args.Get("out") + ")" : "")},
+                        {"source hash", kernel->source_hash()},
+                        {"params bytes", std::to_string(kernel->params_size_bytes())},
+                        {"workspace bytes", std::to_string(kernel->workspace_bytes())},
+                        {"workspace zeroed", std::to_string(kernel->workspace_zero_bytes()) +
+                                                 " bytes before each phase"},
+                    });
+  if (kernel->has_selection()) out_ << "selection: record " << kernel->selection().record_id() << "\n";
+  out_ << "\nlaunches (in order):\n";
+  TablePrinter launches({"#", "phase", "entry", "name expression", "grid", "block", "shared B"});
+  int index = 0;
+  for (const v1::KernelLaunch& l : kernel->launches()) {
+    launches.AddRow({std::to_string(index++), l.phase(), l.entry(), l.name_expression(), Dim3(l.grid()),
+                     Dim3(l.block()), std::to_string(l.shared_bytes())});
+  }
+  launches.Print(out_);
+  out_ << "\nparameter struct (passed by value):\n";
+  TablePrinter params({"offset", "size", "type", "name", "meaning"});
+  for (const v1::ParamField& f : kernel->params()) {
+    params.AddRow({std::to_string(f.offset_bytes()), std::to_string(f.size_bytes()), f.type(), f.name(), f.meaning()});
+  }
+  params.Print(out_);
+  return kExitOk;
+}
+
+void Cli::PrintRecordTable(const google::protobuf::RepeatedPtrField<v1::Record>& records) {
+  TablePrinter table({"id", "variant", "state", "shape", "dtype", "mode", "fwd ms", "bwd ms", "fwd_bwd ms", "GB/s",
+                      "% of copy", "rel_err", "created_at"});
+  for (const v1::Record& r : records) {
+    char rel_err[32];
+    std::snprintf(rel_err, sizeof(rel_err), "%.2e", r.rel_err());
+    table.AddRow({std::to_string(r.id()), r.variant(), v1::ResultState_Name(r.state()),
+                  ShapeText(r.problem().shape()), Lower(v1::DType_Name(r.problem().dtype())),
+                  Lower(v1::Mode_Name(r.problem().mode())), Ms(r.fwd().median_ms()), Ms(r.bwd().median_ms()),
+                  Ms(r.fwd_bwd().median_ms()), TablePrinter::Fixed(r.gbps(), 1),
+                  TablePrinter::Fixed(r.pct_of_copy(), 1), r.state() == v1::OK ? rel_err : "-", r.created_at()});
+  }
+  table.Print(out_);
+}
+
+int Cli::Bench(const ArgParser& args) {
+  std::string shapes = args.GetOr("shapes", args.GetOr("shape", ""));
+  if (shapes.empty()) return UsageError("--shapes is required");
+  std::vector<std::string> variants = SplitList(args.GetOr("variants", ""));
+  if (variants.empty()) return UsageError("--variants is required");
+  v1::BenchmarkRequest request;
+  for (const std::string& shape : SplitList(shapes)) {
+    StatusOr<v1::Problem> problem = ProblemFlags(args, shape);
+    if (!problem.ok()) return UsageError(problem.status().message());
+    *request.add_problems() = *problem;
+  }
+  for (const std::string& v : variants) request.add_variants(v);
+  request.set_device_uuid(args.GetOr("device", ""));
+  StatusOr<v1::BenchmarkResponse> response = client_->Benchmark(request);
+  if (!response.ok()) return RpcError("bench", response.status());
+  if (json_) {
+    PrintJson(*response);
+  } else {
+    PrintRecordTable(response->records());
+  }
+  return kExitOk;
+}
+
+int Cli::Records(const ArgParser& args) {
+  v1::ListRecordsRequest request;
+  v1::RecordFilter* filter = request.mutable_filter();
+  filter->set_op(args.GetOr("op", ""));
+  if (auto shape = args.Get("shape")) {
+    StatusOr<v1::Shape> parsed = ShapeFlag(*shape);
+    if (!parsed.ok()) return UsageError(parsed.status().message());
+    *filter->mutable_shape() = *parsed;
+  }
+  if (auto dtype = args.Get("dtype")) {
+    StatusOr<v1::DType> parsed = DTypeFlag(*dtype);
+    if (!parsed.ok()) return UsageError(parsed.status().message());
+    filter->set_dtype(*parsed);
+  }
+  if (auto mode = args.Get("mode")) {
+    StatusOr<v1::Mode> parsed = ModeFlag(*mode);
+    if (!parsed.ok()) return UsageError(parsed.status().message());
+    filter->set_mode(*parsed);
+  }
+  filter->set_variant(args.GetOr("variant", ""));
+  if (auto state = args.Get("state")) {
+    v1::ResultState parsed;
+    std::string upper = *state;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (!v1::ResultState_Parse(upper, &parsed) || parsed == v1::STATE_UNSPECIFIED) {
+      return UsageError("unknown --state '" + *state + "' (OK, COMPILE_FAILED, ILLEGAL_ADDRESS, TIMEOUT, ...)");
+    }
+    filter->set_state(parsed);
+  }
+  filter->set_origin(args.GetOr("origin", ""));
+  filter->set_device_model(args.GetOr("device-model", ""));
+  if (auto limit = args.Get("limit")) {
+    char* end = nullptr;
+    long n = std::strtol(limit->c_str(), &end, 10);
+    if (limit->empty() || *end != '\0' || n <= 0 || n > 1000000) {
+      return UsageError("--limit needs a positive number, got '" + *limit + "'");
+    }
+    request.set_page_size(static_cast<int32_t>(n));
+  }
+  request.set_page_token(args.GetOr("page-token", ""));
+  StatusOr<v1::ListRecordsResponse> response = client_->ListRecords(request);
+  if (!response.ok()) return RpcError("records", response.status());
+  if (json_) {
+    PrintJson(*response);
+    return kExitOk;
+  }
+  PrintRecordTable(response->records());
+  if (!response->next_page_token().empty()) {
+    err_ << "more records: --page-token " << response->next_page_token() << "\n";
+  }
+  return kExitOk;
+}
+
+void Cli::PrintRecordDetail(const v1::Record& r) {
+  const v1::DeviceInfo& d = r.device();
+  PrintFields(out_, {
+                        {"id", std::to_string(r.id())},
+                        {"variant", r.variant()},
+                        {"state", v1::ResultState_Name(r.state())},
+                        {"detail", r.detail().empty() ? "-" : r.detail()},
+                        {"problem", ProblemText(r.problem())},
+                        {"origin", r.origin()},
+                        {"job id", std::to_string(r.job_id())},
+                        {"created at", r.created_at()},
+                        {"source hash", r.source_hash()},
+                        {"daemon version", r.daemon_version()},
+                        {"compile ms", Num(r.compile_ms())},
+                        {"rel_err", Num(r.rel_err())},
+                        {"bytes moved", std::to_string(r.bytes_moved())},
+                        {"GB/s", Num(r.gbps())},
+                        {"% of copy", Num(r.pct_of_copy())},
+                        {"parameters", std::to_string(r.parameters())},
+                        {"dynamic control values/token", std::to_string(r.dynamic_control_values_per_token())},
+                        {"materialized state-sized transition", r.materialized_state_sized_transition() ? "yes" : "no"},
+                    });
+  out_ << "device:\n";
+  PrintFields(out_,
+              {
+                  {"name", d.name()},
+                  {"uuid", d.uuid()},
+                  {"ordinal", std::to_string(d.ordinal())},
+                  {"compute capability", std::to_string(d.cc_major()) + "." + std::to_string(d.cc_minor())},
+                  {"SMs", std::to_string(d.sm_count())},
+                  {"memory bytes", std::to_string(d.memory_bytes())},
+                  {"SM clock kHz", std::to_string(d.sm_clock_khz())},
+                  {"memory clock kHz", std::to_string(d.memory_clock_khz())},
+                  {"memory bus bits", std::to_string(d.memory_bus_width_bits())},
+                  {"L2 bytes", std::to_string(d.l2_bytes())},
+                  {"max shared/block bytes", std::to_string(d.max_shared_per_block_bytes())},
+                  {"max registers/block", std::to_string(d.max_registers_per_block())},
+                  {"driver", std::to_string(d.driver_version())},
+                  {"nvrtc", d.nvrtc_version()},
+              },
+              "  ");
+  out_ << "memory:\n";
+  PrintFields(out_,
+              {
+                  {"baseline bytes", std::to_string(r.memory().baseline_bytes())},
+                  {"peak bytes", std::to_string(r.memory().peak_bytes())},
+                  {"delta bytes", std::to_string(r.memory().delta_bytes())},
+                  {"workspace bytes", std::to_string(r.memory().workspace_bytes())},
+              },
+              "  ");
+  auto stats = [&](const char* mode, const v1::Stats& s) {
+    if (s.samples_ms_size() == 0 && s.median_ms() == 0) return;
+    out_ << mode << " (ms):\n";
+    PrintFields(out_,
+                {
+                    {"median", Num(s.median_ms())},
+                    {"mean", Num(s.mean_ms())},
+                    {"std", Num(s.std_ms())},
+                    {"MAD", Num(s.mad_ms())},
+                    {"min", Num(s.min_ms())},
+                    {"max", Num(s.max_ms())},
+                    {"q1", Num(s.q1_ms())},
+                    {"q3", Num(s.q3_ms())},
+                    {"inner count", std::to_string(s.inner_count())},
+                    {"input sets", std::to_string(s.input_sets())},
+                    {"samples", Join(s.samples_ms(), 5)},
+                },
+                "  ");
+  };
+  stats("fwd", r.fwd());
+  stats("bwd", r.bwd());
+  stats("fwd_bwd", r.fwd_bwd());
+  if (r.rounds_size() > 0) {
+    out_ << "rounds:\n";
+    TablePrinter rounds({"round", "order", "fwd ms", "bwd ms", "fwd_bwd ms"});
+    for (const v1::Round& round : r.rounds()) {
+      rounds.AddRow({std::to_string(round.round()), std::to_string(round.order_index()), Join(round.fwd_ms(), 5),
+                     Join(round.bwd_ms(), 5), Join(round.fwd_bwd_ms(), 5)});
+    }
+    rounds.Print(out_);
+  }
+}
+
+int Cli::Record(const ArgParser& args) {
+  const std::string& text = args.positionals().at(0);
+  char* end = nullptr;
+  long long id = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0') return UsageError("record ID must be a number, got '" + text + "'");
+  StatusOr<v1::Record> record = client_->GetRecord(id);
+  if (!record.ok()) return RpcError("record", record.status());
+  if (json_) {
+    PrintJson(*record);
+  } else {
+    PrintRecordDetail(*record);
+  }
+  return kExitOk;
+}
+
+}  // namespace scantune

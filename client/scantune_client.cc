@@ -1,0 +1,132 @@
+#include "client/scantune_client.h"
+
+#include <cstdlib>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "client/health.grpc.pb.h"
+#include "server/grpc_status.h"
+
+namespace scantune {
+
+std::string ScantuneClient::ResolveAddress(const std::string& address) {
+  if (!address.empty()) return address;
+  if (const char* env = std::getenv("SCANTUNE_ADDRESS"); env && *env) return env;
+  return "unix:///tmp/scantune.sock";
+}
+
+ScantuneClient::ScantuneClient(const ClientOptions& options)
+    : address_(ResolveAddress(options.address)), options_(options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
+  channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Scantune::NewStub(channel_);
+}
+
+ScantuneClient::~ScantuneClient() = default;
+
+void ScantuneClient::SetDeadline(grpc::ClientContext* context, bool long_running) const {
+  if (long_running || options_.deadline.count() <= 0) return;
+  context->set_deadline(std::chrono::system_clock::now() + options_.deadline);
+}
+
+Status ScantuneClient::CheckHealth() {
+  auto health = grpc::health::v1::Health::NewStub(channel_);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(v1::Scantune::service_full_name());
+  grpc::health::v1::HealthCheckResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(health->Check(&context, request, &response)));
+  if (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    return Unavailable("daemon at " + address_ + " is " +
+                       grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status()));
+  }
+  return Status::Ok();
+}
+
+Status ScantuneClient::WaitUntilServing(std::chrono::milliseconds timeout) {
+  auto give_up = std::chrono::steady_clock::now() + timeout;
+  Status last = Unavailable("no answer");
+  while (true) {
+    // Blocks until the channel connects or the remaining time is spent, so
+    // the loop does not spin while the daemon is still starting.
+    auto remaining = give_up - std::chrono::steady_clock::now();
+    if (remaining <= std::chrono::steady_clock::duration::zero()) break;
+    channel_->WaitForConnected(std::chrono::system_clock::now() +
+                               std::min<std::chrono::steady_clock::duration>(remaining, std::chrono::milliseconds(200)));
+    last = CheckHealth();
+    if (last.ok()) return last;
+    // A refused connection fails at once; pause briefly before the next try.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Unavailable("daemon at " + address_ + " did not become ready: " + last.message());
+}
+
+StatusOr<v1::ListDevicesResponse> ScantuneClient::ListDevices() {
+  grpc::ClientContext context;
+  SetDeadline(&context, false);
+  v1::ListDevicesResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->ListDevices(&context, v1::ListDevicesRequest(), &response)));
+  return response;
+}
+
+StatusOr<v1::Selection> ScantuneClient::Select(const v1::SelectRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, request.on_miss() == v1::TUNE_NOW);
+  v1::SelectResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->Select(&context, request, &response)));
+  return response.selection();
+}
+
+StatusOr<v1::KernelResponse> ScantuneClient::GetKernel(const v1::GetKernelRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, request.on_miss() == v1::TUNE_NOW);
+  v1::KernelResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->GetKernel(&context, request, &response)));
+  return response;
+}
+
+StatusOr<v1::Selection> ScantuneClient::Tune(const v1::TuneRequest& request,
+                                             const std::function<void(const v1::TuneProgress&)>& progress) {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::TuneProgress>> reader = stub_->Tune(&context, request);
+  v1::TuneProgress update;
+  std::optional<v1::Selection> selection;
+  while (reader->Read(&update)) {
+    if (progress) progress(update);
+    if (update.stage() == v1::TuneProgress::DONE && update.has_selection()) selection = update.selection();
+  }
+  RETURN_IF_ERROR(FromGrpcStatus(reader->Finish()));
+  if (!selection) return Internal("tune stream ended without a DONE update carrying the selection");
+  return *selection;
+}
+
+StatusOr<v1::BenchmarkResponse> ScantuneClient::Benchmark(const v1::BenchmarkRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, true);
+  v1::BenchmarkResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->Benchmark(&context, request, &response)));
+  return response;
+}
+
+StatusOr<v1::ListRecordsResponse> ScantuneClient::ListRecords(const v1::ListRecordsRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, false);
+  v1::ListRecordsResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->ListRecords(&context, request, &response)));
+  return response;
+}
+
+StatusOr<v1::Record> ScantuneClient::GetRecord(int64_t id) {
+  grpc::ClientContext context;
+  SetDeadline(&context, false);
+  v1::GetRecordRequest request;
+  request.set_id(id);
+  v1::Record response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->GetRecord(&context, request, &response)));
+  return response;
+}
+
+}  // namespace scantune

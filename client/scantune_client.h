@@ -1,0 +1,73 @@
+// ScantuneClient: a typed C++ client of scantuned for the CLI and for
+// training jobs. Owns one gRPC channel to the daemon; every method is a
+// blocking call that returns the daemon's answer or its error as a Status
+// (the gRPC code mapped back by FromGrpcStatus, the message unchanged).
+//
+// Thread-safe: methods may be called from several threads at once (the
+// channel multiplexes them). The progress callback of Tune runs on the
+// calling thread.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "proto/scantune.grpc.pb.h"
+
+namespace grpc {
+class Channel;
+class ClientContext;
+}
+
+namespace scantune {
+
+struct ClientOptions {
+  // unix:PATH, unix:///PATH or host:port. Empty: $SCANTUNE_ADDRESS, else
+  // unix:///tmp/scantune.sock.
+  std::string address;
+  // Per-call deadline for everything but Tune/Benchmark and Select/GetKernel
+  // with TUNE_NOW, which last as long as the job (zero: no deadline).
+  std::chrono::milliseconds deadline{std::chrono::seconds(60)};
+  int max_receive_message_bytes = 64 << 20;
+};
+
+class ScantuneClient {
+ public:
+  // The address the options resolve to (flag, environment, default).
+  static std::string ResolveAddress(const std::string& address);
+
+  // Creates the channel; does not connect (the first call does).
+  explicit ScantuneClient(const ClientOptions& options = {});
+  ~ScantuneClient();
+
+  const std::string& address() const { return address_; }
+
+  // Waits until the daemon's health service answers SERVING, retrying until
+  // `timeout` has passed. UNAVAILABLE if it never did.
+  Status WaitUntilServing(std::chrono::milliseconds timeout);
+  // One health check: OK when SERVING.
+  Status CheckHealth();
+
+  StatusOr<v1::ListDevicesResponse> ListDevices();
+  StatusOr<v1::Selection> Select(const v1::SelectRequest& request);
+  StatusOr<v1::KernelResponse> GetKernel(const v1::GetKernelRequest& request);
+  // Streams progress into `progress` (may be null) and returns the selection
+  // carried by the final DONE update.
+  StatusOr<v1::Selection> Tune(const v1::TuneRequest& request,
+                               const std::function<void(const v1::TuneProgress&)>& progress);
+  StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request);
+  StatusOr<v1::ListRecordsResponse> ListRecords(const v1::ListRecordsRequest& request);
+  StatusOr<v1::Record> GetRecord(int64_t id);
+
+ private:
+  void SetDeadline(grpc::ClientContext* context, bool long_running) const;
+
+  std::string address_;
+  ClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Scantune::Stub> stub_;
+};
+
+}  // namespace scantune
