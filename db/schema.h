@@ -119,9 +119,8 @@ inline constexpr char kCreateRecords[] =
 inline constexpr char kCreateRecordsProblemIndex[] =
     "CREATE INDEX records_by_problem ON records"
     " (device_model, op, batch, length, width, dtype, mode, has_h0, fingerprint, state)";
-// ListRecords filtered by operator/shape without a device model.
-inline constexpr char kCreateRecordsShapeIndex[] =
-    "CREATE INDEX records_by_shape ON records (op, batch, length, width, dtype, mode)";
+// Single-column indexes for ListRecords: equality on one column plus the
+// implicit rowid gives rows already in id order, so a page needs no sort.
 inline constexpr char kCreateRecordsVariantIndex[] = "CREATE INDEX records_by_variant ON records (variant)";
 inline constexpr char kCreateRecordsStateIndex[] = "CREATE INDEX records_by_state ON records (state)";
 inline constexpr char kCreateRecordsJobIndex[] = "CREATE INDEX records_by_job ON records (job_id)";
@@ -158,7 +157,6 @@ inline constexpr const char* kMigrateToV1[] = {
     kCreateCompileCache,
     kCreateRecords,
     kCreateRecordsProblemIndex,
-    kCreateRecordsShapeIndex,
     kCreateRecordsVariantIndex,
     kCreateRecordsStateIndex,
     kCreateRecordsJobIndex,
@@ -219,18 +217,23 @@ inline constexpr char kSelectRecord[] = "SELECT id, record FROM records WHERE id
 // ListRecords is composed from these fragments only: the head, one condition
 // per set filter field (in this order), the tail. The keyset cursor is bound
 // first, the limit last. Composing per filter (rather than one statement with
-// "? = '' OR col = ?" for every field) lets SQLite use the indexes above.
+// "? = '' OR col = ?" for every field) lets SQLite use an index.
+// The unary `+` keeps SQLite off indexes whose order is not id order (the
+// multi-column records_by_problem): with them it would sort every matching
+// row, blob included, for each page. Unindexed conditions are checked during
+// a newest-first rowid walk that stops at the page size; the blob is the last
+// column, so rows that do not match never read its overflow pages.
 inline constexpr char kListRecordsHead[] = "SELECT id, record FROM records WHERE id < ?";
-inline constexpr char kWhereDeviceModel[] = " AND device_model = ?";
-inline constexpr char kWhereOp[] = " AND op = ?";
-inline constexpr char kWhereBatch[] = " AND batch = ?";
-inline constexpr char kWhereLength[] = " AND length = ?";
-inline constexpr char kWhereWidth[] = " AND width = ?";
-inline constexpr char kWhereDType[] = " AND dtype = ?";
-inline constexpr char kWhereMode[] = " AND mode = ?";
-inline constexpr char kWhereVariant[] = " AND variant = ?";
-inline constexpr char kWhereState[] = " AND state = ?";
-inline constexpr char kWhereOrigin[] = " AND origin = ?";
+inline constexpr char kWhereDeviceModel[] = " AND +device_model = ?";
+inline constexpr char kWhereOp[] = " AND +op = ?";
+inline constexpr char kWhereBatch[] = " AND +batch = ?";
+inline constexpr char kWhereLength[] = " AND +length = ?";
+inline constexpr char kWhereWidth[] = " AND +width = ?";
+inline constexpr char kWhereDType[] = " AND +dtype = ?";
+inline constexpr char kWhereMode[] = " AND +mode = ?";
+inline constexpr char kWhereVariant[] = " AND variant = ?";   // records_by_variant
+inline constexpr char kWhereState[] = " AND state = ?";       // records_by_state
+inline constexpr char kWhereOrigin[] = " AND +origin = ?";
 inline constexpr char kListRecordsTail[] = " ORDER BY id DESC LIMIT ?";
 
 inline constexpr char kSelectFailedRecords[] =

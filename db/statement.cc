@@ -14,6 +14,9 @@ Status SqliteError(sqlite3* db, int rc, std::string_view what) {
     case SQLITE_LOCKED:
       return Unavailable(std::move(message));
     case SQLITE_CONSTRAINT:
+    case SQLITE_CANTOPEN:   // missing directory, no permission
+    case SQLITE_READONLY:
+    case SQLITE_NOTADB:     // the path names some other file
       return FailedPrecondition(std::move(message));
     case SQLITE_FULL:
     case SQLITE_NOMEM:
