@@ -61,6 +61,7 @@ v1::DeviceInfo FakeDevice() {
   d.set_max_registers_per_block(65536);
   d.set_driver_version(13000);
   d.set_nvrtc_version("fake");
+  d.set_copy_gbps(kCopyGbps);
   return d;
 }
 
