@@ -1,0 +1,82 @@
+#include "worker/candidate_module.h"
+
+namespace scantune {
+namespace {
+
+// Dynamic shared memory above this needs an explicit opt-in per function.
+constexpr unsigned kDefaultSharedLimit = 48 * 1024;
+
+}  // namespace
+
+StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContext& ctx,
+                                                                 const v1::Candidate& candidate,
+                                                                 CudaFailure* failure) {
+  std::unique_ptr<CandidateModule> m(new CandidateModule(ctx));
+  const auto& api = ctx.api();
+  const auto& driver = ctx.driver();
+  if (candidate.cubin().empty()) return InvalidArgument("candidate " + candidate.variant() + " carries no cubin");
+  if (candidate.launches().empty()) return InvalidArgument("candidate " + candidate.variant() + " has no launches");
+  RETURN_IF_ERROR(driver.Check(api.ModuleLoadData(&m->module_, candidate.cubin().data()), "cuModuleLoadData",
+                               CudaCallSite::kModuleLoad, failure));
+  m->workspace_bytes_ = candidate.workspace_bytes();
+  m->workspace_zero_bytes_ = candidate.workspace_zero_bytes();
+  if (m->workspace_zero_bytes_ > m->workspace_bytes_) {
+    return InvalidArgument("candidate " + candidate.variant() + ": workspace_zero_bytes exceeds workspace_bytes");
+  }
+  for (const v1::KernelLaunch& launch : candidate.launches()) {
+    Kernel k;
+    k.entry = launch.entry();
+    k.phase = launch.phase();
+    for (int i = 0; i < 3; ++i) {
+      k.grid[i] = i < launch.grid_size() ? launch.grid(i) : 1;
+      k.block[i] = i < launch.block_size() ? launch.block(i) : 1;
+    }
+    k.shared_bytes = launch.shared_bytes();
+    k.launch_call = "cuLaunchKernel(" + k.entry + ")";
+    const std::string call = "cuModuleGetFunction(" + k.entry + ")";
+    RETURN_IF_ERROR(driver.Check(api.ModuleGetFunction(&k.function, m->module_, k.entry.c_str()), call.c_str(),
+                                 CudaCallSite::kModuleLoad, failure));
+    if (k.shared_bytes > kDefaultSharedLimit) {
+      RETURN_IF_ERROR(driver.Check(api.FuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                        static_cast<int>(k.shared_bytes)),
+                                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", CudaCallSite::kModuleLoad,
+                                   failure));
+    }
+    m->kernels_.push_back(std::move(k));
+  }
+  return m;
+}
+
+CandidateModule::~CandidateModule() {
+  if (module_ != nullptr) (void)ctx_.api().ModuleUnload(module_);
+}
+
+bool CandidateModule::HasPhase(const std::string& phase) const {
+  for (const Kernel& k : kernels_) {
+    if (k.phase == phase) return true;
+  }
+  return false;
+}
+
+Status CandidateModule::Enqueue(const std::string& phase, const LinearScanParams& params, CudaFailure* failure) const {
+  const auto& api = ctx_.api();
+  const auto& driver = ctx_.driver();
+  if (workspace_zero_bytes_ > 0) {
+    RETURN_IF_ERROR(driver.Check(api.MemsetD8Async(reinterpret_cast<CUdeviceptr>(params.workspace), 0,
+                                                   workspace_zero_bytes_, ctx_.stream()),
+                                 "cuMemsetD8Async(workspace)", CudaCallSite::kSetup, failure));
+  }
+  // The driver copies the parameter struct at launch, so one local copy
+  // serves every kernel of the phase.
+  LinearScanParams local = params;
+  void* args[] = {&local};
+  for (const Kernel& k : kernels_) {
+    if (k.phase != phase) continue;
+    RETURN_IF_ERROR(driver.Check(api.LaunchKernel(k.function, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1],
+                                                  k.block[2], k.shared_bytes, ctx_.stream(), args, nullptr),
+                                 k.launch_call.c_str(), CudaCallSite::kLaunch, failure));
+  }
+  return Status::Ok();
+}
+
+}  // namespace scantune

@@ -1,0 +1,58 @@
+// CandidateModule: one candidate's cubin loaded into the worker's context,
+// with a function handle per launch of its plan, ready to queue the launches
+// of a phase ("fwd" or "bwd") on the context's stream. Owns the CUmodule and
+// unloads it on destruction.
+//
+// Thread safety: not thread-safe; used from the worker's one GPU thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "kernels_src/linear_scan_params.h"
+#include "proto/worker.pb.h"
+#include "worker/gpu_context.h"
+
+namespace scantune {
+
+class CandidateModule {
+ public:
+  // cuModuleLoadData + cuModuleGetFunction for every launch entry, and the
+  // opt-in for dynamic shared memory above the 48 KiB default. Failures are
+  // recorded in `failure` at site kModuleLoad (they are the candidate's).
+  static StatusOr<std::unique_ptr<CandidateModule>> Load(const GpuContext& ctx, const v1::Candidate& candidate,
+                                                         CudaFailure* failure);
+  ~CandidateModule();
+  CandidateModule(const CandidateModule&) = delete;
+  CandidateModule& operator=(const CandidateModule&) = delete;
+
+  bool HasPhase(const std::string& phase) const;
+  uint64_t workspace_bytes() const { return workspace_bytes_; }
+
+  // Queues the phase: zero the workspace prefix (the plan's contract before
+  // every phase), then each kernel of the phase with kernelParams = {&params}.
+  // params.workspace must point at workspace_bytes() of device memory.
+  Status Enqueue(const std::string& phase, const LinearScanParams& params, CudaFailure* failure) const;
+
+ private:
+  struct Kernel {
+    CUfunction function = nullptr;
+    std::string entry;
+    std::string phase;
+    std::string launch_call;  // built once: Enqueue runs in the timing loop
+    unsigned grid[3] = {1, 1, 1};
+    unsigned block[3] = {1, 1, 1};
+    unsigned shared_bytes = 0;
+  };
+  explicit CandidateModule(const GpuContext& ctx) : ctx_(ctx) {}
+
+  const GpuContext& ctx_;
+  CUmodule module_ = nullptr;
+  std::vector<Kernel> kernels_;
+  uint64_t workspace_bytes_ = 0;
+  uint64_t workspace_zero_bytes_ = 0;
+};
+
+}  // namespace scantune

@@ -1,0 +1,24 @@
+// InputGenerator: the random inputs of one problem, reproducible from the
+// job's seed and already rounded to the problem's dtype (the reference runs
+// on exactly the values the kernel reads). The generator is splitmix64 with
+// Box-Muller, written out here so that a seed gives the same inputs on every
+// platform and standard library. Pure; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/problem.h"
+
+namespace scantune {
+
+struct LinearScanInputs {
+  std::vector<double> a;   // (B, L, W): in [0.5, 0.99), and 1 in 10 in [0.99, 1.0): stable, never 0
+  std::vector<double> x;   // (B, L, W): standard normal
+  std::vector<double> h0;  // (B, W): standard normal, fp32; empty without h0
+  std::vector<double> dh;  // (B, L, W): standard normal (the upstream gradient)
+};
+
+LinearScanInputs GenerateInputs(const Problem& problem, uint64_t seed);
+
+}  // namespace scantune
