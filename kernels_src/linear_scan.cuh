@@ -451,35 +451,35 @@ __device__ __forceinline__ void LookbackScan(const LinearScanParams& p) {
     }
   }
 
-  // 3. Block combine over segments: exclusive prefix of the earlier segments.
+  // 3. Block combine over segments through shared memory. Only the last
+  // segment's threads (the "row") need the tile aggregate now; everyone else
+  // computes its exclusive prefix after the look-back, so that no prefix is
+  // held in registers next to the ITEMS x VEC block while the row waits.
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     s_A[seg][lane * VEC + j] = A[j];
     s_H[seg][lane * VEC + j] = H[j];
   }
   __syncthreads();
-  float eA[VEC], eH[VEC];
-  Fill(eA, 1.0f);
-  Fill(eH, 0.0f);
-  for (int s = 0; s < seg; ++s) {
+  // Composition of segments [0, upto) for this thread's channels.
+  auto prefix = [&](int upto, float (&pA)[VEC], float (&pH)[VEC]) {
+    Fill(pA, 1.0f);
+    Fill(pH, 0.0f);
+    for (int s2 = 0; s2 < upto; ++s2) {
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      const float sa = s_A[s][lane * VEC + j];
-      eH[j] = fmaf(sa, eH[j], s_H[s][lane * VEC + j]);
-      eA[j] *= sa;
+      for (int j = 0; j < VEC; ++j) {
+        const float sa = s_A[s2][lane * VEC + j];
+        pH[j] = fmaf(sa, pH[j], s_H[s2][lane * VEC + j]);
+        pA[j] *= sa;
+      }
     }
-  }
+  };
 
-  // 4. Publish, look back, publish. The last segment holds the tile aggregate.
+  // 4. Publish the aggregate, look back, publish the inclusive state.
   const bool row = seg == SEGMENTS - 1;
   const long long slot_tile = seq * tiles + tile;
   const long long slot = slot_tile * kStrip + lane * VEC;
-  float tA[VEC], tH[VEC], carry[VEC];
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    tA[j] = A[j] * eA[j];
-    tH[j] = fmaf(A[j], eH[j], H[j]);
-  }
+  float carry[VEC];
   if (tile == 0) {
     // The first tile's carry-in is known: h0 (forward) or u_L = 0 (backward).
     if (kBackward) {
@@ -488,6 +488,8 @@ __device__ __forceinline__ void LookbackScan(const LinearScanParams& p) {
       LoadState(carry, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
     }
     if (row) {
+      float tA[VEC], tH[VEC];
+      prefix(SEGMENTS, tA, tH);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);
       __threadfence();
@@ -495,7 +497,9 @@ __device__ __forceinline__ void LookbackScan(const LinearScanParams& p) {
     __syncthreads();
     if (tid == 0) StoreRelease(flags + slot_tile, kFlagInclusive);
   } else {
+    float tA[VEC], tH[VEC];
     if (row) {
+      prefix(SEGMENTS, tA, tH);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) agg[slot + j] = make_float2(tA[j], tH[j]);
       __threadfence();
@@ -538,6 +542,9 @@ __device__ __forceinline__ void LookbackScan(const LinearScanParams& p) {
     for (int j = 0; j < VEC; ++j) carry[j] = s_carry[lane * VEC + j];
   }
 
+  float eA[VEC], eH[VEC];
+  prefix(seg, eA, eH);
+
   // 5. Rescan the registers from this thread's carry-in and write.
   float s[VEC];
 #pragma unroll
@@ -550,7 +557,7 @@ __device__ __forceinline__ void LookbackScan(const LinearScanParams& p) {
       const long long t = time_of(i);
       if (t < p.length) {
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) s[j] = fmaf(ra[i].Get(j), s[j], rb[i].Get(j));
+        for (int j = 0; j < VEC; ++j) s[j] = fmaf(ra[i].GetAgain(j), s[j], rb[i].GetAgain(j));
         StorePack<T, VEC>(out + (row0 + t) * p.width + l.c0, s, l.wide, l.nvalid);
         if (t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + b * p.width, s, l);
       }
@@ -572,10 +579,10 @@ __device__ __forceinline__ void LookbackScan(const LinearScanParams& p) {
         float gx[VEC], ga[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          const float g = rb[i].Get(j) + s[j];
+          const float g = rb[i].GetAgain(j) + s[j];
           gx[j] = g;
           ga[j] = g * hp[j];
-          s[j] = ra[i].Get(j) * g;
+          s[j] = ra[i].GetAgain(j) * g;
         }
         const long long off = (row0 + t) * p.width + l.c0;
         StorePack<T, VEC>(dx + off, gx, l.wide, l.nvalid);

@@ -38,6 +38,38 @@ template <> struct WordOf<4> { using type = unsigned int; };
 template <> struct WordOf<8> { using type = uint2; };
 template <> struct WordOf<16> { using type = uint4; };
 
+// Moves a wide word between memory and 32-bit registers explicitly. Stores
+// are inline PTX: NVVM splits a plain 16-byte store of a register-built uint4
+// into four 4-byte ones (seen in the PTX/SASS), which wastes store bandwidth.
+template <typename Word> struct WordIO;
+template <> struct WordIO<uint4> {
+  static constexpr int kU32 = 4;
+  __device__ __forceinline__ static void Unpack(uint4 w, unsigned* u) { u[0] = w.x; u[1] = w.y; u[2] = w.z; u[3] = w.w; }
+  __device__ __forceinline__ static void Store(void* dst, const unsigned* u) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst), "r"(u[0]), "r"(u[1]), "r"(u[2]), "r"(u[3])
+                 : "memory");
+  }
+};
+template <> struct WordIO<uint2> {
+  static constexpr int kU32 = 2;
+  __device__ __forceinline__ static void Unpack(uint2 w, unsigned* u) { u[0] = w.x; u[1] = w.y; }
+  __device__ __forceinline__ static void Store(void* dst, const unsigned* u) {
+    asm volatile("st.global.v2.b32 [%0], {%1, %2};" ::"l"(dst), "r"(u[0]), "r"(u[1]) : "memory");
+  }
+};
+template <> struct WordIO<unsigned int> {
+  static constexpr int kU32 = 1;
+  __device__ __forceinline__ static void Unpack(unsigned int w, unsigned* u) { u[0] = w; }
+  __device__ __forceinline__ static void Store(void* dst, const unsigned* u) { *static_cast<unsigned*>(dst) = u[0]; }
+};
+template <> struct WordIO<unsigned short> {
+  static constexpr int kU32 = 1;
+  __device__ __forceinline__ static void Unpack(unsigned short w, unsigned* u) { u[0] = w; }
+  __device__ __forceinline__ static void Store(void* dst, const unsigned* u) {
+    *static_cast<unsigned short*>(dst) = static_cast<unsigned short>(u[0]);
+  }
+};
+
 template <typename T, int VEC>
 struct PackTraits {
   static_assert(VEC == 1 || VEC == 2 || VEC == 4 || VEC == 8, "vec must be 1, 2, 4 or 8");
@@ -47,12 +79,75 @@ struct PackTraits {
   using Word = typename WordOf<kWordBytes>::type;
 };
 
-// VEC elements kept in their storage type until used, so a thread can hold
-// many timesteps in flight with half the registers of fp32 copies (bf16/fp16).
+template <typename T> struct IsBF16 { static constexpr bool value = false; };
+template <> struct IsBF16<__nv_bfloat16> { static constexpr bool value = true; };
+
+// Bits of one element.
+__device__ __forceinline__ unsigned BitsOf(float v) { return __float_as_uint(v); }
+__device__ __forceinline__ unsigned BitsOf(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+__device__ __forceinline__ unsigned BitsOf(__half v) { return __half_as_ushort(v); }
+
+// VEC elements kept in their storage type, packed into 32-bit words, until
+// used: a thread then holds two bf16/fp16 per register instead of one fp32,
+// which is what lets the look-back keep many timesteps in flight without
+// spilling. Get() widens one element (bf16 -> fp32 is a shift).
 template <typename T, int VEC>
 struct alignas(PackTraits<T, VEC>::kWordBytes) Pack {
-  T e[VEC];
-  __device__ __forceinline__ float Get(int j) const { return ToFloat(e[j]); }
+  static constexpr int kPerWord = 4 / int(sizeof(T));
+  static constexpr int kU32 = (VEC + kPerWord - 1) / kPerWord;
+  unsigned u[kU32];
+
+  __device__ __forceinline__ float Get(int j) const {
+    if constexpr (sizeof(T) == 4) {
+      return __uint_as_float(u[j]);
+    } else {
+      const unsigned word = u[j / 2];
+      if constexpr (IsBF16<T>::value) {
+        return __uint_as_float((j & 1) ? (word & 0xffff0000u) : (word << 16));
+      } else {
+        return __half2float(__ushort_as_half(static_cast<unsigned short>((j & 1) ? (word >> 16) : word)));
+      }
+    }
+  }
+  // Get() for a second use of the same pack: the widening is an opaque
+  // volatile asm, so the compiler cannot reuse the fp32 values of the first
+  // use. Otherwise it keeps all ITEMS x VEC widened floats live (twice the
+  // registers of the packed words) between the two uses in the look-back.
+  __device__ __forceinline__ float GetAgain(int j) const {
+    if constexpr (sizeof(T) == 4) {
+      unsigned v;
+      asm volatile("mov.b32 %0, %1;" : "=r"(v) : "r"(u[j]));
+      return __uint_as_float(v);
+    } else if constexpr (IsBF16<T>::value) {
+      unsigned v;
+      if (j & 1) {
+        asm volatile("and.b32 %0, %1, 0xffff0000;" : "=r"(v) : "r"(u[j / 2]));
+      } else {
+        asm volatile("shl.b32 %0, %1, 16;" : "=r"(v) : "r"(u[j / 2]));
+      }
+      return __uint_as_float(v);
+    } else {
+      unsigned v;
+      if (j & 1) {
+        asm volatile("shr.b32 %0, %1, 16;" : "=r"(v) : "r"(u[j / 2]));
+      } else {
+        asm volatile("mov.b32 %0, %1;" : "=r"(v) : "r"(u[j / 2]));
+      }
+      return __half2float(__ushort_as_half(static_cast<unsigned short>(v)));
+    }
+  }
+  __device__ __forceinline__ void Clear() {
+#pragma unroll
+    for (int k = 0; k < kU32; ++k) u[k] = 0;
+  }
+  // Requires Clear() first for 16-bit types.
+  __device__ __forceinline__ void Set(int j, T v) {
+    if constexpr (sizeof(T) == 4) {
+      u[j] = BitsOf(v);
+    } else {
+      u[j / 2] |= BitsOf(v) << (16 * (j & 1));
+    }
+  }
 };
 
 // Loads VEC channels starting at src. `wide`: the whole pack is in range and
@@ -65,11 +160,14 @@ __device__ __forceinline__ void LoadPack(Pack<T, VEC>& pack, const T* __restrict
   if (wide) {
 #pragma unroll
     for (int k = 0; k < Traits::kWords; ++k) {
-      reinterpret_cast<Word*>(pack.e)[k] = __ldg(reinterpret_cast<const Word*>(src) + k);
+      WordIO<Word>::Unpack(__ldg(reinterpret_cast<const Word*>(src) + k), pack.u + k * WordIO<Word>::kU32);
     }
   } else {
+    pack.Clear();
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) pack.e[j] = j < nvalid ? src[j] : FromFloat<T>(0.0f);
+    for (int j = 0; j < VEC; ++j) {
+      if (j < nvalid) pack.Set(j, src[j]);
+    }
   }
 }
 
@@ -77,18 +175,19 @@ template <typename T, int VEC>
 __device__ __forceinline__ void StorePack(T* __restrict__ dst, const float (&v)[VEC], bool wide, int nvalid) {
   using Traits = PackTraits<T, VEC>;
   using Word = typename Traits::Word;
-  Pack<T, VEC> pack;
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) pack.e[j] = FromFloat<T>(v[j]);
   if (wide) {
+    Pack<T, VEC> pack;
+    pack.Clear();
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) pack.Set(j, FromFloat<T>(v[j]));
 #pragma unroll
     for (int k = 0; k < Traits::kWords; ++k) {
-      reinterpret_cast<Word*>(dst)[k] = reinterpret_cast<const Word*>(pack.e)[k];
+      WordIO<Word>::Store(reinterpret_cast<Word*>(dst) + k, pack.u + k * WordIO<Word>::kU32);
     }
   } else {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      if (j < nvalid) dst[j] = pack.e[j];
+      if (j < nvalid) dst[j] = FromFloat<T>(v[j]);
     }
   }
 }

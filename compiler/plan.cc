@@ -1,0 +1,354 @@
+// Enumeration, pruning and launch plans for the linear_scan kernels of
+// kernels_src/linear_scan.cuh. The grid and workspace formulas here mirror the
+// index math in the kernels: a change to one is a change to both.
+#include "compiler/plan.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <utility>
+
+#include "kernels_src/linear_scan_params.h"
+
+namespace scantune {
+namespace {
+
+// Knob ranges. Chosen so that the design space has real choice for the tuner
+// (narrow vs 16-byte accesses, occupancy, time-tile lengths 32..1024) while
+// the whole space stays around 110 variants, each compiled per dtype in CI.
+constexpr int kVecs[] = {2, 4, 8};
+constexpr int kSequentialThreads[] = {64, 128, 256};
+constexpr int kPrefetches[] = {2, 4, 8};
+constexpr int kChunkedThreads[] = {128, 256};
+constexpr int kChunks[] = {32, 64, 128, 256};
+constexpr int kLookbackThreads[] = {128, 256, 512};
+constexpr std::pair<int, int> kSegmentsItems[] = {{4, 16}, {8, 8}, {8, 16}, {16, 8}, {16, 16}, {32, 16}, {4, 32}, {8, 32}};
+// Fewer channel lanes than this per time segment would split a warp over
+// many short rows (poorly coalesced), so such combinations are not enumerated.
+constexpr int kMinLookbackLanes = 16;
+
+// CUDA's limit on grid.x; every plan here uses grid.x only.
+constexpr int64_t kMaxGridX = INT_MAX;
+// Static shared memory cannot exceed 48 KiB, whatever the device allows.
+constexpr int64_t kMaxStaticShared = 48 * 1024;
+// A look-back thread keeps ITEMS x VEC elements of each streamed input in
+// registers (2 inputs forward, 3 backward). Beyond this many bytes ptxas
+// spills to local memory (measured with --ptxas-options=-v, sm_90, 255 regs),
+// which defeats the point of holding them; see bench/NOTES.md.
+constexpr int64_t kMaxLookbackHeldBytes = 768;
+
+constexpr uint64_t kLookbackHeaderBytes = 256;  // ticket counter, padded
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+uint64_t RoundUp(uint64_t a, uint64_t b) { return (a + b - 1) / b * b; }
+
+const char* TypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float";
+    case DType::kBF16: return "__nv_bfloat16";
+    case DType::kF16: return "__half";
+  }
+  return "float";
+}
+
+std::string Instance(const char* kernel, DType dtype, std::initializer_list<int> knobs) {
+  std::string name = std::string(kernel) + "<" + TypeName(dtype);
+  for (int knob : knobs) name += ", " + std::to_string(knob);
+  return name + ">";
+}
+
+bool HasFwd(Mode mode) { return mode == Mode::kFwd || mode == Mode::kFwdBwd; }
+bool HasBwd(Mode mode) { return mode == Mode::kBwd || mode == Mode::kFwdBwd; }
+
+// Lookback geometry for a problem, shared by CanImplement and MakePlan.
+struct LookbackGeometry {
+  int64_t lanes, strip, tile, strips, tiles, blocks;
+  uint64_t zero_bytes, workspace_bytes;
+  int64_t static_shared;
+};
+
+LookbackGeometry Geometry(const Variant& v, const Shape& s) {
+  LookbackGeometry g;
+  g.lanes = v.threads / v.segments;
+  g.strip = g.lanes * v.vec;
+  g.tile = int64_t{v.segments} * v.items;
+  g.strips = CeilDiv(s.width, g.strip);
+  g.tiles = CeilDiv(s.length, g.tile);
+  g.blocks = s.batch * g.strips * g.tiles;
+  const uint64_t n = static_cast<uint64_t>(g.blocks);
+  g.zero_bytes = RoundUp(kLookbackHeaderBytes + 4 * n, 256);
+  g.workspace_bytes = g.zero_bytes + n * static_cast<uint64_t>(g.strip) * (sizeof(float) * 2 + sizeof(float));
+  // s_ticket, s_A and s_H [segments][strip], s_carry [strip]
+  g.static_shared = 16 + 2 * int64_t{v.segments} * g.strip * 4 + g.strip * 4;
+  return g;
+}
+
+Status CheckCommonKnobs(const Variant& v, const DeviceLimits& device) {
+  if (v.vec != 1 && v.vec != 2 && v.vec != 4 && v.vec != 8) {
+    return InvalidArgument("vec " + std::to_string(v.vec) + " not in {1, 2, 4, 8}");
+  }
+  if (v.threads < 32 || v.threads % 32 != 0) {
+    return InvalidArgument("threads " + std::to_string(v.threads) + " is not a positive multiple of 32");
+  }
+  if (v.threads > device.max_threads_per_block) {
+    return ResourceExhausted("threads " + std::to_string(v.threads) + " exceed the device's " +
+                             std::to_string(device.max_threads_per_block) + " per block");
+  }
+  return Status::Ok();
+}
+
+Status CheckGrid(int64_t blocks, const char* what) {
+  if (blocks > kMaxGridX) {
+    return ResourceExhausted(std::string(what) + " needs " + std::to_string(blocks) +
+                             " blocks, over the grid.x limit of 2^31-1");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+DeviceLimits DeviceLimits::FromProto(const v1::DeviceInfo& device) {
+  DeviceLimits limits;
+  if (device.cc_major() > 0) {
+    limits.cc_major = device.cc_major();
+    limits.cc_minor = device.cc_minor();
+  }
+  if (device.sm_count() > 0) limits.sm_count = device.sm_count();
+  if (device.max_shared_per_block_bytes() > 0) limits.max_shared_per_block = device.max_shared_per_block_bytes();
+  if (device.l2_bytes() > 0) limits.l2_bytes = device.l2_bytes();
+  // Every CUDA device since sm_20 allows 1024 threads per block; the proto does not carry it.
+  limits.max_threads_per_block = 1024;
+  return limits;
+}
+
+std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
+  std::vector<Variant> variants;
+  if (op != Op::kLinearScan) return variants;
+  for (int vec : kVecs) {
+    for (int threads : kSequentialThreads) {
+      for (int prefetch : kPrefetches) {
+        Variant v;
+        v.algorithm = Algorithm::kSequential;
+        v.vec = vec;
+        v.threads = threads;
+        v.prefetch = prefetch;
+        variants.push_back(v);
+      }
+    }
+  }
+  for (int vec : kVecs) {
+    for (int threads : kChunkedThreads) {
+      for (int chunk : kChunks) {
+        Variant v;
+        v.algorithm = Algorithm::kChunked;
+        v.vec = vec;
+        v.threads = threads;
+        v.chunk = chunk;
+        variants.push_back(v);
+      }
+    }
+  }
+  for (int vec : kVecs) {
+    for (int threads : kLookbackThreads) {
+      for (auto [segments, items] : kSegmentsItems) {
+        if (threads % segments != 0 || threads / segments < kMinLookbackLanes) continue;
+        Variant v;
+        v.algorithm = Algorithm::kLookback;
+        v.vec = vec;
+        v.threads = threads;
+        v.segments = segments;
+        v.items = items;
+        variants.push_back(v);
+      }
+    }
+  }
+  if (include_test_variants) {
+    Variant fault;
+    fault.algorithm = Algorithm::kTestFault;
+    variants.push_back(fault);
+    Variant hang;
+    hang.algorithm = Algorithm::kTestHang;
+    variants.push_back(hang);
+  }
+  return variants;
+}
+
+Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) {
+  if (problem.op != Op::kLinearScan) return Unimplemented(std::string("operator ") + OpName(problem.op));
+  const Shape& s = problem.shape;
+  if (s.batch < 1 || s.length < 1 || s.width < 1) {
+    return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
+  }
+  switch (v.algorithm) {
+    case Algorithm::kTestFault:
+    case Algorithm::kTestHang:
+      // Never enumerated unless asked for; by name they run anywhere, since
+      // their point is to fail on the device.
+      return Status::Ok();
+    case Algorithm::kSequential: {
+      RETURN_IF_ERROR(CheckCommonKnobs(v, device));
+      if (v.prefetch < 1 || v.prefetch > 16) {
+        return InvalidArgument("prefetch " + std::to_string(v.prefetch) + " not in [1, 16]");
+      }
+      return CheckGrid(CeilDiv(s.batch * CeilDiv(s.width, v.vec), v.threads), "sequential");
+    }
+    case Algorithm::kChunked: {
+      RETURN_IF_ERROR(CheckCommonKnobs(v, device));
+      if (v.chunk < 1 || v.chunk > (1 << 16)) {
+        return InvalidArgument("chunk " + std::to_string(v.chunk) + " not in [1, 65536]");
+      }
+      const int64_t chunks = CeilDiv(s.length, v.chunk);
+      RETURN_IF_ERROR(CheckGrid(CeilDiv(s.batch * chunks * CeilDiv(s.width, v.vec), v.threads), "chunked"));
+      return CheckGrid(CeilDiv(s.batch * s.width, v.threads), "chunked carry");
+    }
+    case Algorithm::kLookback: {
+      RETURN_IF_ERROR(CheckCommonKnobs(v, device));
+      if (v.segments < 1 || v.threads % v.segments != 0) {
+        return InvalidArgument("segments " + std::to_string(v.segments) + " must divide threads " +
+                               std::to_string(v.threads));
+      }
+      if (v.items < 1 || v.items > 64) {
+        return InvalidArgument("items " + std::to_string(v.items) + " not in [1, 64]");
+      }
+      const int64_t streams = HasBwd(problem.mode) ? 3 : 2;
+      const int64_t held = streams * v.items * v.vec * ElementBytes(problem.dtype);
+      if (held > kMaxLookbackHeldBytes) {
+        return ResourceExhausted("items x vec x inputs hold " + std::to_string(held) +
+                                 " bytes per thread in registers (limit " + std::to_string(kMaxLookbackHeldBytes) +
+                                 "): would spill to local memory");
+      }
+      const LookbackGeometry g = Geometry(v, s);
+      const int64_t shared_limit = std::min<int64_t>(kMaxStaticShared, device.max_shared_per_block);
+      if (g.static_shared > shared_limit) {
+        return ResourceExhausted("shared memory " + std::to_string(g.static_shared) + " bytes exceeds " +
+                                 std::to_string(shared_limit));
+      }
+      if (g.blocks > INT_MAX / 2) {
+        // The ticket counter is 32-bit; stay far from its wrap.
+        return ResourceExhausted("lookback needs " + std::to_string(g.blocks) + " tiles, over 2^30");
+      }
+      return CheckGrid(g.blocks, "lookback");
+    }
+  }
+  return InvalidArgument("unknown algorithm");
+}
+
+std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype) {
+  if (op != Op::kLinearScan) return {};
+  switch (v.algorithm) {
+    case Algorithm::kSequential:
+      return {Instance("linear_scan_fwd_sequential", dtype, {v.vec, v.threads, v.prefetch}),
+              Instance("linear_scan_bwd_sequential", dtype, {v.vec, v.threads, v.prefetch})};
+    case Algorithm::kChunked: {
+      std::vector<std::string> names;
+      for (const char* kernel : {"linear_scan_fwd_chunk_local", "linear_scan_fwd_chunk_carry",
+                                 "linear_scan_fwd_chunk_apply", "linear_scan_bwd_chunk_local",
+                                 "linear_scan_bwd_chunk_carry", "linear_scan_bwd_chunk_apply"}) {
+        names.push_back(Instance(kernel, dtype, {v.vec, v.threads, v.chunk}));
+      }
+      return names;
+    }
+    case Algorithm::kLookback:
+      return {Instance("linear_scan_fwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items}),
+              Instance("linear_scan_bwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items})};
+    case Algorithm::kTestFault:
+      return {Instance("linear_scan_fwd_test_fault", dtype, {}), Instance("linear_scan_bwd_test_fault", dtype, {})};
+    case Algorithm::kTestHang:
+      return {Instance("linear_scan_fwd_test_hang", dtype, {}), Instance("linear_scan_bwd_test_hang", dtype, {})};
+  }
+  return {};
+}
+
+StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const DeviceLimits& device) {
+  RETURN_IF_ERROR(CanImplement(v, problem, device));
+  const Shape& s = problem.shape;
+  const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype);
+  LaunchPlan plan;
+  auto add = [&](size_t name_index, const char* phase, int64_t blocks, int threads, uint32_t shared = 0) {
+    Launch launch;
+    launch.name_expression = names[name_index];
+    launch.phase = phase;
+    launch.grid = {static_cast<uint32_t>(blocks), 1, 1};
+    launch.block = {static_cast<uint32_t>(threads), 1, 1};
+    launch.shared_bytes = shared;
+    plan.launches.push_back(std::move(launch));
+  };
+  const bool fwd = HasFwd(problem.mode);
+  const bool bwd = HasBwd(problem.mode);
+  switch (v.algorithm) {
+    case Algorithm::kSequential: {
+      const int64_t blocks = CeilDiv(s.batch * CeilDiv(s.width, v.vec), v.threads);
+      if (fwd) add(0, "fwd", blocks, v.threads);
+      if (bwd) add(1, "bwd", blocks, v.threads);
+      break;
+    }
+    case Algorithm::kChunked: {
+      const int64_t chunks = CeilDiv(s.length, v.chunk);
+      const int64_t chunk_blocks = CeilDiv(s.batch * chunks * CeilDiv(s.width, v.vec), v.threads);
+      const int64_t carry_blocks = CeilDiv(s.batch * s.width, v.threads);
+      if (fwd) {
+        add(0, "fwd", chunk_blocks, v.threads);
+        add(1, "fwd", carry_blocks, v.threads);
+        add(2, "fwd", chunk_blocks, v.threads);
+      }
+      if (bwd) {
+        add(3, "bwd", chunk_blocks, v.threads);
+        add(4, "bwd", carry_blocks, v.threads);
+        add(5, "bwd", chunk_blocks, v.threads);
+      }
+      // A and H (or U): fp32 (B, chunks, W) each; fully rewritten by each phase.
+      plan.workspace_bytes = 2 * static_cast<uint64_t>(s.batch * chunks * s.width) * sizeof(float);
+      break;
+    }
+    case Algorithm::kLookback: {
+      const LookbackGeometry g = Geometry(v, s);
+      // Shared memory is static in the kernel: nothing dynamic to pass.
+      if (fwd) add(0, "fwd", g.blocks, v.threads);
+      if (bwd) add(1, "bwd", g.blocks, v.threads);
+      plan.workspace_bytes = g.workspace_bytes;
+      plan.workspace_zero_bytes = g.zero_bytes;
+      break;
+    }
+    case Algorithm::kTestFault:
+    case Algorithm::kTestHang:
+      if (fwd) add(0, "fwd", 1, 32);
+      if (bwd) add(1, "bwd", 1, 32);
+      break;
+  }
+  return plan;
+}
+
+std::vector<v1::ParamField> ParamLayout(Op op) {
+  std::vector<v1::ParamField> fields;
+  if (op != Op::kLinearScan) return fields;
+  auto field = [&](const char* name, size_t offset, size_t size, const char* type, const char* meaning) {
+    v1::ParamField f;
+    f.set_name(name);
+    f.set_offset_bytes(static_cast<uint32_t>(offset));
+    f.set_size_bytes(static_cast<uint32_t>(size));
+    f.set_type(type);
+    f.set_meaning(meaning);
+    fields.push_back(std::move(f));
+  };
+#define SCANTUNE_FIELD(member, type, meaning) \
+  field(#member, offsetof(LinearScanParams, member), sizeof(LinearScanParams::member), type, meaning)
+  SCANTUNE_FIELD(a, "ptr", "input a (B, L, W), dtype; decay per step");
+  SCANTUNE_FIELD(x, "ptr", "input x (B, L, W), dtype");
+  SCANTUNE_FIELD(h, "ptr", "h (B, L, W), dtype: output of fwd, input of bwd");
+  SCANTUNE_FIELD(h0, "ptr", "initial state (B, W), fp32; null: zero");
+  SCANTUNE_FIELD(h_final, "ptr", "final state h_{L-1} (B, W), fp32, fwd output; null: not written");
+  SCANTUNE_FIELD(dh, "ptr", "gradient of h (B, L, W), dtype, bwd input");
+  SCANTUNE_FIELD(da, "ptr", "gradient of a (B, L, W), dtype, bwd output");
+  SCANTUNE_FIELD(dx, "ptr", "gradient of x (B, L, W), dtype, bwd output");
+  SCANTUNE_FIELD(dh0, "ptr", "gradient of h0 (B, W), fp32, bwd output; null: not written");
+  SCANTUNE_FIELD(workspace, "ptr", "workspace_bytes of scratch; first workspace_zero_bytes zeroed before each phase");
+  SCANTUNE_FIELD(batch, "i64", "B");
+  SCANTUNE_FIELD(length, "i64", "L (timesteps)");
+  SCANTUNE_FIELD(width, "i64", "W (channels)");
+#undef SCANTUNE_FIELD
+  return fields;
+}
+
+uint32_t ParamSize(Op op) { return op == Op::kLinearScan ? sizeof(LinearScanParams) : 0; }
+
+}  // namespace scantune

@@ -1,0 +1,52 @@
+// Developer tool: compiles named variants with the real NVRTC and writes each
+// cubin and NVRTC log (with the ptxas register/spill report) to a directory,
+// for cuobjdump --dump-sass / nvdisasm. Not a test; no GPU needed.
+//   scantune_nvrtc_dump OUT_DIR DTYPE VARIANT... (DTYPE: fp32|bf16|fp16)
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "compiler/nvrtc_compiler.h"
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: %s OUT_DIR DTYPE VARIANT...\n", argv[0]);
+    return 2;
+  }
+  const std::string out_dir = argv[1];
+  auto dtype = scantune::ParseDType(argv[2]);
+  if (!dtype.ok()) {
+    std::fprintf(stderr, "%s\n", dtype.status().ToString().c_str());
+    return 2;
+  }
+  scantune::NvrtcCompiler compiler;
+  int failures = 0;
+  for (int i = 3; i < argc; ++i) {
+    auto variant = scantune::Variant::Parse(argv[i]);
+    if (!variant.ok()) {
+      std::fprintf(stderr, "%s\n", variant.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    scantune::CompileRequest request;
+    request.variant = *variant;
+    request.dtype = *dtype;
+    auto result = compiler.Compile(request);
+    if (!result.ok()) {
+      std::fprintf(stderr, "%s: %s\n", argv[i], result.status().ToString().c_str());
+      ++failures;
+      continue;
+    }
+    const std::string stem = out_dir + "/" + argv[i] + "_" + argv[2];
+    std::ofstream(stem + ".cubin", std::ios::binary) << result->cubin;
+    std::ofstream(stem + ".log") << result->log;
+    std::printf("%s %s: %s %.0f ms, cubin %zu bytes\n", argv[i], argv[2],
+                scantune::v1::ResultState_Name(result->state).c_str(), result->compile_ms, result->cubin.size());
+    for (const auto& [expr, lowered] : result->lowered_names) std::printf("  %s -> %s\n", expr.c_str(), lowered.c_str());
+    if (result->state != scantune::v1::OK) {
+      std::printf("%s\n", result->log.c_str());
+      ++failures;
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
