@@ -1,0 +1,532 @@
+// Engine end to end without a GPU: the fake worker (tests/fakes) stands in for
+// scantune-worker, a temporary SQLite file for the database, and NVRTC compiles
+// the real kernels (it needs no GPU).
+#include "server/engine.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "compiler/kernel_sources.h"
+#include "compiler/nvrtc_compiler.h"
+#include "db/store.h"
+
+namespace scantune {
+namespace {
+
+const char* const kSeq = "sequential_v2_t128_p2";
+const char* const kChunked = "chunked_v4_t128_c64";
+const char* const kLookback = "lookback_v4_t256_s8_i8";
+const char* const kModel = "Fake GPU (test double)";
+
+v1::Problem SmallProblem(uint32_t length = 256) {
+  v1::Problem p;
+  p.set_op("linear_scan");
+  p.mutable_shape()->set_batch(2);
+  p.mutable_shape()->set_length(length);
+  p.mutable_shape()->set_width(256);
+  p.set_dtype(v1::FP32);
+  p.set_mode(v1::FWD);
+  return p;
+}
+
+v1::TuneRequest TuneOf(const v1::Problem& problem, const std::vector<std::string>& variants, bool force = false) {
+  v1::TuneRequest request;
+  *request.mutable_problem() = problem;
+  for (const std::string& v : variants) request.add_variants(v);
+  request.set_force(force);
+  return request;
+}
+
+// Collects progress messages (called from the job thread).
+struct ProgressLog {
+  std::mutex mu;
+  std::vector<v1::TuneProgress> all;
+  Engine::ProgressFn fn() {
+    return [this](const v1::TuneProgress& p) {
+      std::lock_guard<std::mutex> lock(mu);
+      all.push_back(p);
+    };
+  }
+  std::set<v1::TuneProgress::Stage> stages() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::set<v1::TuneProgress::Stage> s;
+    for (const auto& p : all) s.insert(p.stage());
+    return s;
+  }
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/scantune-engine-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ::unsetenv("SCANTUNE_FAKE_WRONG");
+    ::unsetenv("SCANTUNE_FAKE_TIMES");
+    options_.db_path = dir_ + "/scantune.db";
+    options_.worker_path = SCANTUNE_FAKE_WORKER;
+    options_.candidate_timeout_s = 2.0;
+    options_.compile_threads = 2;
+  }
+  void TearDown() override {
+    engine_.reset();
+    ::unsetenv("SCANTUNE_FAKE_WRONG");
+    ::unsetenv("SCANTUNE_FAKE_TIMES");
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Start() {
+    StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options_);
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    engine_ = std::move(*engine);
+  }
+
+  std::vector<v1::Record> AllRecords() {
+    v1::ListRecordsRequest request;
+    request.set_page_size(1000);
+    StatusOr<v1::ListRecordsResponse> page = engine_->ListRecords(request);
+    EXPECT_TRUE(page.ok()) << page.status().ToString();
+    return page.ok() ? std::vector<v1::Record>(page->records().begin(), page->records().end())
+                     : std::vector<v1::Record>{};
+  }
+
+  // Puts a record and its selection straight into the database (before the
+  // Engine opens it), under the given fingerprint.
+  void SeedSelection(const v1::Problem& problem, const std::string& variant, const std::string& fingerprint,
+                     const v1::DeviceInfo& device) {
+    StatusOr<std::unique_ptr<Store>> store = Store::Open(options_.db_path);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE((*store)->UpsertDevice(device).ok());
+    v1::Record record;
+    *record.mutable_device() = device;
+    *record.mutable_problem() = problem;
+    record.set_variant(variant);
+    record.set_state(v1::OK);
+    record.mutable_fwd()->set_median_ms(0.5);
+    record.set_origin("tuned");
+    v1::Selection selection;
+    selection.set_device_model(device.name());
+    *selection.mutable_problem() = problem;
+    selection.set_variant(variant);
+    selection.set_median_ms(0.5);
+    selection.set_fingerprint(fingerprint);
+    selection.set_decided_by("faster");
+    ASSERT_TRUE((*store)->CommitResults({record}, selection, 0).ok());
+  }
+
+  static v1::DeviceInfo FakeDeviceInfo() {
+    v1::DeviceInfo d;
+    d.set_name(kModel);
+    d.set_uuid("GPU-fake-0");
+    d.set_cc_major(9);
+    d.set_driver_version(13000);
+    return d;
+  }
+
+  std::string dir_;
+  EngineOptions options_;
+  std::unique_ptr<Engine> engine_;
+};
+
+TEST_F(EngineTest, TuneStoresSelectionAndRecordsInOneCommit) {
+  Start();
+  ProgressLog progress;
+  StatusOr<v1::Selection> selection = engine_->Tune(TuneOf(SmallProblem(), {kSeq, kChunked, kLookback}), progress.fn());
+  ASSERT_TRUE(selection.ok()) << selection.status().ToString();
+  EXPECT_EQ(selection->device_model(), kModel);
+  EXPECT_GT(selection->record_id(), 0);
+  EXPECT_FALSE(selection->stale());
+  EXPECT_FALSE(selection->decided_by().empty());
+  EXPECT_FALSE(selection->runner_up().empty());
+  EXPECT_EQ(selection->fingerprint(), Fingerprint([] {
+              v1::DeviceInfo d;
+              d.set_driver_version(13000);
+              d.set_nvrtc_version(NvrtcCompiler::Version());
+              return d;
+            }(), SourceHash()));
+
+  std::set<v1::TuneProgress::Stage> stages = progress.stages();
+  for (auto stage : {v1::TuneProgress::QUEUED, v1::TuneProgress::COMPILING, v1::TuneProgress::VERIFYING,
+                     v1::TuneProgress::TIMING, v1::TuneProgress::RETIMING, v1::TuneProgress::DONE}) {
+    EXPECT_TRUE(stages.count(stage)) << v1::TuneProgress::Stage_Name(stage);
+  }
+  EXPECT_FALSE(stages.count(v1::TuneProgress::FAILED));
+
+  std::vector<v1::Record> records = AllRecords();
+  ASSERT_EQ(records.size(), 6u);  // 3 tuned + 3 re-timed (retime_top = 3)
+  std::map<std::string, int> origins;
+  for (const v1::Record& r : records) {
+    origins[r.origin()]++;
+    EXPECT_EQ(r.job_id(), records[0].job_id());  // one job, one commit
+    EXPECT_EQ(r.source_hash(), SourceHash());
+    EXPECT_FALSE(r.daemon_version().empty());
+    EXPECT_FALSE(r.created_at().empty());
+    EXPECT_EQ(r.device().uuid(), "GPU-fake-0");
+    EXPECT_EQ(r.state(), v1::OK);
+  }
+  EXPECT_EQ(origins["tuned"], 3);
+  EXPECT_EQ(origins["retime"], 3);
+  StatusOr<v1::Record> winner = engine_->GetRecord(selection->record_id());
+  ASSERT_TRUE(winner.ok());
+  EXPECT_EQ(winner->variant(), selection->variant());
+  EXPECT_EQ(winner->origin(), "retime");
+
+  // Select answers the same, and a second Tune returns the fresh selection untouched.
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem();
+  StatusOr<v1::Selection> again = engine_->Select(select);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->variant(), selection->variant());
+  EXPECT_EQ(again->record_id(), selection->record_id());
+  StatusOr<v1::Selection> retune = engine_->Tune(TuneOf(SmallProblem(), {kSeq}), nullptr);
+  ASSERT_TRUE(retune.ok());
+  EXPECT_EQ(retune->variant(), selection->variant());
+  EXPECT_EQ(AllRecords().size(), 6u);
+}
+
+TEST_F(EngineTest, ClearWinnerWinsAndTiesGoToTheSimpler) {
+  ::setenv("SCANTUNE_FAKE_TIMES", "sequential_v2_t128_p2=0.9,chunked_v4_t128_c64=0.5,lookback_v4_t256_s8_i8=0.7", 1);
+  Start();
+  StatusOr<v1::Selection> clear = engine_->Tune(TuneOf(SmallProblem(), {kSeq, kChunked, kLookback}), nullptr);
+  ASSERT_TRUE(clear.ok()) << clear.status().ToString();
+  EXPECT_EQ(clear->variant(), kChunked);
+  EXPECT_EQ(clear->decided_by(), "faster");
+  EXPECT_EQ(clear->runner_up(), kLookback);
+  EXPECT_NEAR(clear->margin_pct(), 40.0, 0.5);
+  engine_.reset();
+
+  // lookback 0.3% faster than sequential: within noise, sequential (simpler) wins.
+  ::setenv("SCANTUNE_FAKE_TIMES", "sequential_v2_t128_p2=0.5015,lookback_v4_t256_s8_i8=0.5", 1);
+  Start();
+  StatusOr<v1::Selection> tie = engine_->Tune(TuneOf(SmallProblem(512), {kSeq, kLookback}), nullptr);
+  ASSERT_TRUE(tie.ok()) << tie.status().ToString();
+  EXPECT_EQ(tie->variant(), kSeq);
+  EXPECT_EQ(tie->decided_by(), "simpler (within noise)");
+  EXPECT_EQ(tie->runner_up(), kLookback);
+}
+
+TEST_F(EngineTest, FaultAndHangAreRecordedAndTheRestIsTuned) {
+  options_.enable_test_variants = true;
+  Start();
+  ProgressLog progress;
+  StatusOr<v1::Selection> selection =
+      engine_->Tune(TuneOf(SmallProblem(), {"test_fault", kSeq, "test_hang", kLookback}), progress.fn());
+  ASSERT_TRUE(selection.ok()) << selection.status().ToString();
+  EXPECT_TRUE(selection->variant() == kSeq || selection->variant() == kLookback) << selection->variant();
+
+  std::map<std::string, v1::ResultState> tuned;
+  for (const v1::Record& r : AllRecords()) {
+    if (r.origin() == "tuned") tuned[r.variant()] = r.state();
+  }
+  EXPECT_EQ(tuned["test_fault"], v1::ILLEGAL_ADDRESS);
+  EXPECT_EQ(tuned["test_hang"], v1::TIMEOUT);
+  EXPECT_EQ(tuned[kSeq], v1::OK);
+  EXPECT_EQ(tuned[kLookback], v1::OK);
+
+  // The device is still there and its (restarted) worker serves the next job.
+  StatusOr<v1::ListDevicesResponse> devices = engine_->ListDevices();
+  ASSERT_TRUE(devices.ok());
+  EXPECT_EQ(devices->devices_size(), 1);
+  StatusOr<v1::Selection> next = engine_->Tune(TuneOf(SmallProblem(512), {kSeq}), nullptr);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+}
+
+TEST_F(EngineTest, WrongResultIsNeverSelected) {
+  // chunked would be the fastest by far, but its results are wrong.
+  ::setenv("SCANTUNE_FAKE_TIMES", "chunked_v4_t128_c64=0.1,sequential_v2_t128_p2=0.9,lookback_v4_t256_s8_i8=0.8", 1);
+  ::setenv("SCANTUNE_FAKE_WRONG", kChunked, 1);
+  Start();
+  StatusOr<v1::Selection> selection = engine_->Tune(TuneOf(SmallProblem(), {kSeq, kChunked, kLookback}), nullptr);
+  ASSERT_TRUE(selection.ok()) << selection.status().ToString();
+  EXPECT_EQ(selection->variant(), kLookback);
+  bool saw_wrong = false;
+  for (const v1::Record& r : AllRecords()) {
+    if (r.variant() == kChunked) {
+      EXPECT_EQ(r.state(), v1::WRONG_RESULT);
+      EXPECT_EQ(r.origin(), "tuned");  // never re-timed
+      saw_wrong = true;
+    }
+  }
+  EXPECT_TRUE(saw_wrong);
+}
+
+TEST_F(EngineTest, FailuresAreNotRetriedWithoutForce) {
+  options_.enable_test_variants = true;
+  Start();
+  ProgressLog progress;
+  StatusOr<v1::Selection> first = engine_->Tune(TuneOf(SmallProblem(), {"test_fault"}), progress.fn());
+  ASSERT_FALSE(first.ok());
+  EXPECT_NE(first.status().message().find("no legal variant"), std::string::npos) << first.status().ToString();
+  EXPECT_TRUE(progress.stages().count(v1::TuneProgress::FAILED));
+  ASSERT_EQ(AllRecords().size(), 1u);
+  EXPECT_EQ(AllRecords()[0].state(), v1::ILLEGAL_ADDRESS);
+
+  StatusOr<v1::Selection> again = engine_->Tune(TuneOf(SmallProblem(), {"test_fault"}), nullptr);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(again.status().message().find("failure records"), std::string::npos) << again.status().ToString();
+  EXPECT_EQ(AllRecords().size(), 1u);  // not retried
+
+  StatusOr<v1::Selection> forced = engine_->Tune(TuneOf(SmallProblem(), {"test_fault"}, /*force=*/true), nullptr);
+  ASSERT_FALSE(forced.ok());
+  EXPECT_EQ(AllRecords().size(), 2u);  // force retries it
+
+  // Alongside a legal variant, the failed one is skipped and the legal one selected.
+  StatusOr<v1::Selection> mixed = engine_->Tune(TuneOf(SmallProblem(), {"test_fault", kSeq}), nullptr);
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  EXPECT_EQ(mixed->variant(), kSeq);
+  EXPECT_EQ(mixed->decided_by(), "only legal candidate");
+  EXPECT_EQ(AllRecords().size(), 3u);
+}
+
+TEST_F(EngineTest, SelectPolicies) {
+  Start();
+  ASSERT_TRUE(engine_->Tune(TuneOf(SmallProblem(256), {kSeq, kLookback}), nullptr).ok());
+
+  v1::SelectRequest miss;
+  *miss.mutable_problem() = SmallProblem(1024);
+  StatusOr<v1::Selection> not_found = engine_->Select(miss);
+  ASSERT_FALSE(not_found.ok());
+  EXPECT_EQ(not_found.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(not_found.status().message().find("linear_scan/2x1024x256/fp32/fwd"), std::string::npos)
+      << not_found.status().message();
+  EXPECT_NE(not_found.status().message().find("NEAREST"), std::string::npos);
+
+  miss.set_on_miss(v1::NEAREST);
+  StatusOr<v1::Selection> nearest = engine_->Select(miss);
+  ASSERT_TRUE(nearest.ok()) << nearest.status().ToString();
+  EXPECT_TRUE(nearest->nearest());
+  EXPECT_EQ(nearest->tuned_shape().length(), 256u);
+  EXPECT_FALSE(nearest->stale());
+
+  miss.set_on_miss(v1::TUNE_NOW);
+  ProgressLog progress;
+  StatusOr<v1::Selection> tuned = engine_->Select(miss, progress.fn());
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_FALSE(tuned->nearest());
+  EXPECT_EQ(tuned->problem().shape().length(), 1024u);
+  EXPECT_TRUE(progress.stages().count(v1::TuneProgress::DONE));
+  miss.set_on_miss(v1::NOT_FOUND);
+  EXPECT_TRUE(engine_->Select(miss).ok());
+}
+
+TEST_F(EngineTest, SelectionUnderAnOldFingerprintIsStale) {
+  SeedSelection(SmallProblem(), kSeq, "driver=12000;nvrtc=12.0;src=old", FakeDeviceInfo());
+  Start();
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem();
+  StatusOr<v1::Selection> stale = engine_->Select(select);
+  ASSERT_TRUE(stale.ok()) << stale.status().ToString();
+  EXPECT_TRUE(stale->stale());
+  EXPECT_EQ(stale->variant(), kSeq);
+
+  // A stale selection is not fresh: Tune without force tunes it again.
+  StatusOr<v1::Selection> retuned = engine_->Tune(TuneOf(SmallProblem(), {kChunked, kLookback}), nullptr);
+  ASSERT_TRUE(retuned.ok()) << retuned.status().ToString();
+  StatusOr<v1::Selection> fresh = engine_->Select(select);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_FALSE(fresh->stale());
+  EXPECT_NE(fresh->variant(), kSeq);
+}
+
+TEST_F(EngineTest, WithoutGpuTuningFailsButTheDatabaseIsServed) {
+  SeedSelection(SmallProblem(), kSeq, "driver=13000;nvrtc=old;src=old", FakeDeviceInfo());
+  options_.worker_args = {"--no-gpu"};
+  options_.enable_benchmark = true;
+  Start();
+
+  StatusOr<v1::ListDevicesResponse> devices = engine_->ListDevices();
+  ASSERT_TRUE(devices.ok());
+  EXPECT_EQ(devices->devices_size(), 0);
+  EXPECT_NE(devices->note().find("no GPU"), std::string::npos) << devices->note();
+
+  StatusOr<v1::Selection> tune = engine_->Tune(TuneOf(SmallProblem(), {kSeq}), nullptr);
+  ASSERT_FALSE(tune.ok());
+  EXPECT_EQ(tune.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(tune.status().message().find("no GPU"), std::string::npos);
+
+  v1::BenchmarkRequest bench;
+  *bench.add_problems() = SmallProblem();
+  bench.add_variants(kSeq);
+  StatusOr<v1::BenchmarkResponse> benchmark = engine_->Benchmark(bench);
+  EXPECT_EQ(benchmark.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(benchmark.status().message().find("no GPU"), std::string::npos);
+
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem();
+  StatusOr<v1::Selection> selection = engine_->Select(select);
+  ASSERT_TRUE(selection.ok()) << selection.status().ToString();
+  EXPECT_EQ(selection->variant(), kSeq);
+  EXPECT_TRUE(selection->stale());
+
+  select.set_on_miss(v1::TUNE_NOW);
+  *select.mutable_problem() = SmallProblem(4096);
+  StatusOr<v1::Selection> tune_now = engine_->Select(select);
+  EXPECT_EQ(tune_now.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(tune_now.status().message().find("no GPU"), std::string::npos);
+
+  EXPECT_EQ(AllRecords().size(), 1u);
+}
+
+TEST_F(EngineTest, GetKernelWithoutGpuCompilesARealKernel) {
+  options_.worker_args = {"--no-gpu"};
+  Start();
+  v1::GetKernelRequest request;
+  v1::Problem problem = SmallProblem();
+  problem.set_dtype(v1::BF16);
+  problem.set_mode(v1::FWD_BWD);
+  *request.mutable_problem() = problem;
+  request.set_variant(kLookback);
+  StatusOr<v1::KernelResponse> kernel = engine_->GetKernel(request);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  EXPECT_EQ(kernel->variant(), kLookback);
+  EXPECT_EQ(kernel->arch(), "sm_90");
+  EXPECT_GT(kernel->cubin().size(), 1000u);
+  ASSERT_GE(kernel->launches_size(), 2);  // fwd and bwd
+  std::set<std::string> phases;
+  for (const v1::KernelLaunch& launch : kernel->launches()) {
+    EXPECT_FALSE(launch.entry().empty());
+    EXPECT_NE(launch.entry(), launch.name_expression());  // the lowered (mangled) name
+    EXPECT_EQ(launch.grid_size(), 3);
+    EXPECT_EQ(launch.block_size(), 3);
+    phases.insert(launch.phase());
+  }
+  EXPECT_EQ(phases, (std::set<std::string>{"fwd", "bwd"}));
+  EXPECT_GT(kernel->params_size(), 0);
+  EXPECT_GT(kernel->params_size_bytes(), 0u);
+  EXPECT_EQ(kernel->source_hash(), SourceHash());
+
+  // The second request is served from the compile cache: the same cubin.
+  StatusOr<v1::KernelResponse> cached = engine_->GetKernel(request);
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(cached->cubin(), kernel->cubin());
+
+  // Without a variant and nothing tuned: the miss policy's answer.
+  request.clear_variant();
+  StatusOr<v1::KernelResponse> none = engine_->GetKernel(request);
+  EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(EngineTest, GetKernelForTheSelection) {
+  Start();
+  ASSERT_TRUE(engine_->Tune(TuneOf(SmallProblem(), {kSeq, kChunked}), nullptr).ok());
+  v1::GetKernelRequest request;
+  *request.mutable_problem() = SmallProblem();
+  StatusOr<v1::KernelResponse> kernel = engine_->GetKernel(request);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  EXPECT_EQ(kernel->variant(), kernel->selection().variant());
+  EXPECT_GT(kernel->cubin().size(), 0u);
+}
+
+TEST_F(EngineTest, ValidationErrorsAreClear) {
+  options_.max_variants_per_request = 2;
+  Start();
+  auto expect = [](const Status& status, StatusCode code, const std::string& needle) {
+    EXPECT_EQ(status.code(), code) << status.ToString();
+    EXPECT_NE(status.message().find(needle), std::string::npos) << status.message() << " lacks '" << needle << "'";
+  };
+  v1::Problem bad_shape = SmallProblem();
+  bad_shape.mutable_shape()->set_batch(0);
+  expect(engine_->Tune(TuneOf(bad_shape, {kSeq}), nullptr).status(), StatusCode::kInvalidArgument, "shape.batch");
+
+  v1::Problem huge = SmallProblem();
+  huge.mutable_shape()->set_width(1u << 20);
+  expect(engine_->Tune(TuneOf(huge, {kSeq}), nullptr).status(), StatusCode::kInvalidArgument, "shape.width");
+
+  v1::Problem no_dtype = SmallProblem();
+  no_dtype.set_dtype(v1::DTYPE_UNSPECIFIED);
+  v1::SelectRequest select;
+  *select.mutable_problem() = no_dtype;
+  expect(engine_->Select(select).status(), StatusCode::kInvalidArgument, "dtype");
+
+  v1::Problem bad_op = SmallProblem();
+  bad_op.set_op("fft");
+  *select.mutable_problem() = bad_op;
+  expect(engine_->Select(select).status(), StatusCode::kInvalidArgument, "fft");
+
+  expect(engine_->Tune(TuneOf(SmallProblem(), {kSeq, kChunked, kLookback}), nullptr).status(),
+         StatusCode::kInvalidArgument, "too many variants");
+  expect(engine_->Tune(TuneOf(SmallProblem(), {"warp_magic_v9"}), nullptr).status(), StatusCode::kInvalidArgument,
+         "warp_magic_v9");
+  expect(engine_->Tune(TuneOf(SmallProblem(), {"test_fault"}), nullptr).status(), StatusCode::kInvalidArgument,
+         "test-only");
+
+  v1::TuneRequest unknown_device = TuneOf(SmallProblem(), {kSeq});
+  unknown_device.set_device_uuid("GPU-nope");
+  expect(engine_->Tune(unknown_device, nullptr).status(), StatusCode::kNotFound, "GPU-nope");
+  select.set_device_uuid("GPU-nope");
+  *select.mutable_problem() = SmallProblem();
+  expect(engine_->Select(select).status(), StatusCode::kNotFound, "GPU-nope");
+
+  v1::BenchmarkRequest bench;
+  *bench.add_problems() = SmallProblem();
+  bench.add_variants(kSeq);
+  expect(engine_->Benchmark(bench).status(), StatusCode::kFailedPrecondition,
+         "remote benchmarks are disabled; start scantuned with --enable-benchmark");
+
+  EXPECT_TRUE(AllRecords().empty());
+}
+
+TEST_F(EngineTest, BenchmarkTimesNamedVariantsAtEachProblem) {
+  options_.enable_benchmark = true;
+  options_.max_problems_per_benchmark = 2;
+  Start();
+  v1::BenchmarkRequest request;
+  *request.add_problems() = SmallProblem(256);
+  *request.add_problems() = SmallProblem(512);
+  request.add_variants(kSeq);
+  request.add_variants(kLookback);
+  StatusOr<v1::BenchmarkResponse> response = engine_->Benchmark(request);
+  ASSERT_TRUE(response.ok()) << response.status().ToString();
+  ASSERT_EQ(response->records_size(), 4);
+  for (const v1::Record& r : response->records()) {
+    EXPECT_GT(r.id(), 0);
+    EXPECT_EQ(r.origin(), "benchmark");
+    EXPECT_EQ(r.state(), v1::OK);
+    EXPECT_GT(r.fwd().median_ms(), 0.0);
+    EXPECT_GT(r.gbps(), 0.0);
+  }
+  EXPECT_EQ(AllRecords().size(), 4u);
+  // Benchmarks never make selections.
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem(256);
+  EXPECT_EQ(engine_->Select(select).status().code(), StatusCode::kNotFound);
+
+  *request.add_problems() = SmallProblem(1024);
+  EXPECT_EQ(engine_->Benchmark(request).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(EngineTest, QueueIsBoundedAndShutdownAbortsARunningJob) {
+  options_.enable_test_variants = true;
+  options_.max_queued_jobs = 1;
+  options_.candidate_timeout_s = 600;  // only shutdown may end the hung job
+  Start();
+  std::promise<void> running;
+  std::once_flag once;
+  std::future<StatusOr<v1::Selection>> hung = std::async(std::launch::async, [&] {
+    return engine_->Tune(TuneOf(SmallProblem(), {"test_hang"}), [&](const v1::TuneProgress& p) {
+      if (p.stage() == v1::TuneProgress::VERIFYING) std::call_once(once, [&] { running.set_value(); });
+    });
+  });
+  running.get_future().wait();
+  StatusOr<v1::Selection> second = engine_->Tune(TuneOf(SmallProblem(512), {kSeq}), nullptr);
+  EXPECT_EQ(second.status().code(), StatusCode::kResourceExhausted) << second.status().ToString();
+  // Select is never queued behind jobs.
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem();
+  EXPECT_EQ(engine_->Select(select).status().code(), StatusCode::kNotFound);
+
+  engine_.reset();  // stops the job threads and kills the hung worker
+  StatusOr<v1::Selection> result = hung.get();
+  EXPECT_EQ(result.status().code(), StatusCode::kAborted) << result.status().ToString();
+}
+
+}  // namespace
+}  // namespace scantune
