@@ -32,10 +32,11 @@ constexpr int64_t kMaxGridX = INT_MAX;
 // Static shared memory cannot exceed 48 KiB, whatever the device allows.
 constexpr int64_t kMaxStaticShared = 48 * 1024;
 // A look-back thread keeps ITEMS x VEC elements of each streamed input in
-// registers (2 inputs forward, 3 backward). Beyond this many bytes ptxas
-// spills to local memory (measured with --ptxas-options=-v, sm_90, 255 regs),
-// which defeats the point of holding them; see bench/NOTES.md.
-constexpr int64_t kMaxLookbackHeldBytes = 768;
+// registers (2 inputs forward, 3 backward). Up to 512 bytes ptxas fits them
+// in <= 223 registers without spilling; at 768 every measured case spilled
+// (--ptxas-options=-v, sm_90, NVRTC 13.0; table in bench/NOTES.md), which
+// defeats the point of holding them.
+constexpr int64_t kMaxLookbackHeldBytes = 512;
 
 constexpr uint64_t kLookbackHeaderBytes = 256;  // ticket counter, padded
 

@@ -1,0 +1,248 @@
+// Enumeration, CanImplement and MakePlan: the design space's size and
+// shape, explicit rejections with their reasons, and plans whose grids
+// cover the problem, with CUDA-legal dimensions and consistent workspaces.
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "compiler/plan.h"
+#include "kernels_src/linear_scan_params.h"
+
+namespace scantune {
+namespace {
+
+Problem MakeProblem(int64_t b, int64_t l, int64_t w, DType dtype = DType::kBF16, Mode mode = Mode::kFwdBwd) {
+  Problem p;
+  p.shape = {b, l, w};
+  p.dtype = dtype;
+  p.mode = mode;
+  return p;
+}
+
+Variant Parsed(const char* name) {
+  StatusOr<Variant> v = Variant::Parse(name);
+  EXPECT_TRUE(v.ok()) << name;
+  return *v;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+TEST(Enumerate, SizeAndFamilies) {
+  const std::vector<Variant> all = EnumerateVariants(Op::kLinearScan, false);
+  EXPECT_GE(all.size(), 60u);
+  EXPECT_LE(all.size(), 120u);
+  std::set<Algorithm> families;
+  std::set<int> vecs;
+  for (const Variant& v : all) {
+    EXPECT_FALSE(v.IsTestOnly()) << v.Name();
+    families.insert(v.algorithm);
+    vecs.insert(v.vec);
+  }
+  EXPECT_EQ(families, (std::set<Algorithm>{Algorithm::kSequential, Algorithm::kChunked, Algorithm::kLookback}));
+  EXPECT_EQ(vecs, (std::set<int>{2, 4, 8}));
+  const std::vector<Variant> with_tests = EnumerateVariants(Op::kLinearScan, true);
+  EXPECT_EQ(with_tests.size(), all.size() + 2);
+}
+
+TEST(Enumerate, EveryVariantImplementsTheTargetShapes) {
+  const DeviceLimits h200;
+  for (const Shape& s : {Shape{4, 2048, 2048}, Shape{1, 8192, 2560}, Shape{1, 32768, 1024}, Shape{1, 32768, 2048}}) {
+    int ok = 0;
+    for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
+      Problem p = MakeProblem(s.batch, s.length, s.width);
+      if (CanImplement(v, p, h200).ok()) ++ok;
+    }
+    EXPECT_GE(ok, 60) << FormatShape(s);
+  }
+}
+
+TEST(CanImplement, Rejections) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(4, 2048, 2048);
+  struct Case {
+    const char* variant;
+    Problem problem;
+    StatusCode code;
+    const char* says;
+  };
+  Problem fp32_bwd = MakeProblem(1, 4096, 1024, DType::kF32, Mode::kBwd);
+  Problem bf16_fwd = MakeProblem(1, 4096, 1024, DType::kBF16, Mode::kFwd);
+  for (const Case& c : {
+           Case{"lookback_v3_t256_s8_i8", p, StatusCode::kInvalidArgument, "vec 3"},
+           Case{"lookback_v4_t2048_s8_i8", p, StatusCode::kResourceExhausted, "exceed the device"},
+           Case{"lookback_v4_t100_s4_i8", p, StatusCode::kInvalidArgument, "multiple of 32"},
+           Case{"lookback_v4_t256_s24_i8", p, StatusCode::kInvalidArgument, "must divide threads"},
+           Case{"lookback_v4_t256_s8_i65", p, StatusCode::kInvalidArgument, "items 65"},
+           Case{"lookback_v8_t1024_s4_i4", p, StatusCode::kResourceExhausted, "shared memory"},
+           Case{"lookback_v8_t256_s8_i32", fp32_bwd, StatusCode::kResourceExhausted, "would spill"},
+           Case{"sequential_v4_t128_p32", p, StatusCode::kInvalidArgument, "prefetch 32"},
+           Case{"chunked_v4_t128_c100000", p, StatusCode::kInvalidArgument, "chunk 100000"},
+       }) {
+    Status st = CanImplement(Parsed(c.variant), c.problem, h200);
+    EXPECT_EQ(st.code(), c.code) << c.variant << ": " << st.ToString();
+    EXPECT_NE(st.message().find(c.says), std::string::npos) << c.variant << ": " << st.message();
+  }
+  // The register rule depends on dtype and mode: bf16 forward holds half the bytes.
+  EXPECT_TRUE(CanImplement(Parsed("lookback_v8_t256_s8_i16"), bf16_fwd, h200).ok());
+  // A smaller device limit on shared memory is honoured.
+  DeviceLimits small = h200;
+  small.max_shared_per_block = 16 * 1024;
+  EXPECT_EQ(CanImplement(Parsed("lookback_v8_t256_s8_i8"), p, small).code(), StatusCode::kResourceExhausted);
+  // Empty shapes never reach a kernel.
+  EXPECT_EQ(CanImplement(Parsed("sequential_v2_t128_p4"), MakeProblem(1, 0, 8), h200).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(CanImplement, TestVariantsRunAnywhereByName) {
+  const DeviceLimits h200;
+  EXPECT_TRUE(CanImplement(Parsed("test_fault"), MakeProblem(1, 1, 1), h200).ok());
+  EXPECT_TRUE(CanImplement(Parsed("test_hang"), MakeProblem(1, 1, 1), h200).ok());
+}
+
+void ExpectPlanCovers(const Variant& v, const Problem& p, const LaunchPlan& plan) {
+  const Shape& s = p.shape;
+  const std::vector<std::string> names = NameExpressions(v, p.op, p.dtype);
+  std::set<std::string> known(names.begin(), names.end());
+  for (const Launch& launch : plan.launches) {
+    SCOPED_TRACE(v.Name() + " " + p.Key() + " " + launch.name_expression);
+    EXPECT_TRUE(known.count(launch.name_expression));
+    EXPECT_TRUE(launch.phase == "fwd" || launch.phase == "bwd");
+    EXPECT_GE(launch.grid[0], 1u);
+    EXPECT_LE(launch.grid[1], 65535u);
+    EXPECT_LE(launch.grid[2], 65535u);
+    EXPECT_LE(launch.block[0] * launch.block[1] * launch.block[2], 1024u);
+    const uint64_t threads = uint64_t{launch.grid[0]} * launch.block[0];
+    switch (v.algorithm) {
+      case Algorithm::kSequential:
+        EXPECT_EQ(launch.block[0], static_cast<uint32_t>(v.threads));
+        EXPECT_GE(threads, static_cast<uint64_t>(s.batch * CeilDiv(s.width, v.vec)));
+        EXPECT_LT(threads - s.batch * CeilDiv(s.width, v.vec), static_cast<uint64_t>(v.threads));
+        break;
+      case Algorithm::kChunked: {
+        const int64_t chunks = CeilDiv(s.length, v.chunk);
+        const bool carry = launch.name_expression.find("carry") != std::string::npos;
+        const int64_t need = carry ? s.batch * s.width : s.batch * chunks * CeilDiv(s.width, v.vec);
+        EXPECT_GE(threads, static_cast<uint64_t>(need));
+        EXPECT_LT(threads - need, static_cast<uint64_t>(v.threads));
+        break;
+      }
+      case Algorithm::kLookback: {
+        // One block per (batch, strip, time tile); strips x lanes x vec cover W, tiles cover L.
+        const int64_t strip = v.threads / v.segments * v.vec;
+        const int64_t tile = int64_t{v.segments} * v.items;
+        EXPECT_EQ(launch.grid[0], static_cast<uint64_t>(s.batch * CeilDiv(s.width, strip) * CeilDiv(s.length, tile)));
+        EXPECT_EQ(launch.shared_bytes, 0u);  // static shared memory
+        break;
+      }
+      default:
+        EXPECT_EQ(launch.grid[0], 1u);
+    }
+  }
+}
+
+TEST(MakePlan, GridsCoverEveryShapeAndMode) {
+  const DeviceLimits h200;
+  const Shape shapes[] = {{4, 2048, 2048}, {1, 32768, 1024}, {1, 1, 1}, {3, 17, 33}, {2, 1000, 2050}};
+  for (const Variant& v : EnumerateVariants(Op::kLinearScan, true)) {
+    for (const Shape& s : shapes) {
+      for (Mode mode : {Mode::kFwd, Mode::kBwd, Mode::kFwdBwd}) {
+        Problem p = MakeProblem(s.batch, s.length, s.width, DType::kBF16, mode);
+        if (!CanImplement(v, p, h200).ok()) continue;
+        StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+        ASSERT_TRUE(plan.ok()) << v.Name() << " " << p.Key() << ": " << plan.status().ToString();
+        ASSERT_FALSE(plan->launches.empty());
+        // fwd launches precede bwd launches, and each mode has exactly its phases.
+        bool seen_bwd = false, any_fwd = false;
+        for (const Launch& launch : plan->launches) {
+          if (launch.phase == "bwd") seen_bwd = true;
+          if (launch.phase == "fwd") {
+            EXPECT_FALSE(seen_bwd);
+            any_fwd = true;
+          }
+        }
+        EXPECT_EQ(any_fwd, mode != Mode::kBwd);
+        EXPECT_EQ(seen_bwd, mode != Mode::kFwd);
+        EXPECT_LE(plan->workspace_zero_bytes, plan->workspace_bytes);
+        ExpectPlanCovers(v, p, *plan);
+      }
+    }
+  }
+}
+
+TEST(MakePlan, Workspaces) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(4, 2048, 2048);
+  StatusOr<LaunchPlan> seq = MakePlan(Parsed("sequential_v8_t128_p4"), p, h200);
+  ASSERT_TRUE(seq.ok());
+  EXPECT_EQ(seq->workspace_bytes, 0u);
+  EXPECT_EQ(seq->launches.size(), 2u);
+
+  StatusOr<LaunchPlan> chunked = MakePlan(Parsed("chunked_v8_t128_c64"), p, h200);
+  ASSERT_TRUE(chunked.ok());
+  EXPECT_EQ(chunked->launches.size(), 6u);
+  EXPECT_EQ(chunked->workspace_bytes, 2ull * 4 * (2048 / 64) * 2048 * sizeof(float));
+  EXPECT_EQ(chunked->workspace_zero_bytes, 0u);
+
+  // lookback_v8_t256_s8_i8: strip 32 lanes x 8 = 256 channels, tile 64 steps.
+  StatusOr<LaunchPlan> lookback = MakePlan(Parsed("lookback_v8_t256_s8_i8"), p, h200);
+  ASSERT_TRUE(lookback.ok());
+  const uint64_t tiles = 4 * (2048 / 256) * (2048 / 64);
+  EXPECT_EQ(lookback->launches[0].grid[0], tiles);
+  EXPECT_EQ(lookback->launches[0].block[0], 256u);
+  const uint64_t zero = (256 + 4 * tiles + 255) / 256 * 256;
+  EXPECT_EQ(lookback->workspace_zero_bytes, zero);
+  EXPECT_EQ(lookback->workspace_bytes, zero + tiles * 256 * 12);
+}
+
+TEST(MakePlan, RejectsWhatCanImplementRejects) {
+  EXPECT_FALSE(MakePlan(Parsed("lookback_v4_t256_s24_i8"), MakeProblem(1, 64, 64), DeviceLimits()).ok());
+}
+
+TEST(NameExpressions, InstancesPerFamilyAndDtype) {
+  EXPECT_EQ(NameExpressions(Parsed("lookback_v4_t256_s8_i8"), Op::kLinearScan, DType::kBF16),
+            (std::vector<std::string>{"linear_scan_fwd_lookback<__nv_bfloat16, 4, 256, 8, 8>",
+                                      "linear_scan_bwd_lookback<__nv_bfloat16, 4, 256, 8, 8>"}));
+  EXPECT_EQ(NameExpressions(Parsed("sequential_v2_t64_p8"), Op::kLinearScan, DType::kF16)[0],
+            "linear_scan_fwd_sequential<__half, 2, 64, 8>");
+  EXPECT_EQ(NameExpressions(Parsed("chunked_v2_t128_c32"), Op::kLinearScan, DType::kF32).size(), 6u);
+  EXPECT_EQ(NameExpressions(Parsed("test_fault"), Op::kLinearScan, DType::kF32)[0],
+            "linear_scan_fwd_test_fault<float>");
+}
+
+TEST(ParamLayout, MatchesTheStruct) {
+  const std::vector<v1::ParamField> fields = ParamLayout(Op::kLinearScan);
+  ASSERT_EQ(fields.size(), 13u);
+  EXPECT_EQ(ParamSize(Op::kLinearScan), sizeof(LinearScanParams));
+  uint32_t end = 0;
+  for (const v1::ParamField& f : fields) {
+    EXPECT_GE(f.offset_bytes(), end) << f.name();  // in order, no overlap
+    end = f.offset_bytes() + f.size_bytes();
+    EXPECT_FALSE(f.meaning().empty());
+  }
+  EXPECT_LE(end, sizeof(LinearScanParams));
+  EXPECT_EQ(fields[0].name(), "a");
+  EXPECT_EQ(fields[0].offset_bytes(), offsetof(LinearScanParams, a));
+  EXPECT_EQ(fields.back().name(), "width");
+  EXPECT_EQ(fields.back().type(), "i64");
+  EXPECT_EQ(fields.back().offset_bytes(), offsetof(LinearScanParams, width));
+}
+
+TEST(DeviceLimits, FromProto) {
+  v1::DeviceInfo info;
+  info.set_cc_major(8);
+  info.set_cc_minor(6);
+  info.set_sm_count(82);
+  info.set_max_shared_per_block_bytes(99 * 1024);
+  info.set_l2_bytes(6 * 1024 * 1024);
+  const DeviceLimits limits = DeviceLimits::FromProto(info);
+  EXPECT_EQ(limits.Arch(), "sm_86");
+  EXPECT_EQ(limits.sm_count, 82);
+  EXPECT_EQ(limits.max_shared_per_block, 99 * 1024);
+  EXPECT_EQ(limits.l2_bytes, 6 * 1024 * 1024);
+  // An empty proto keeps the H200 defaults.
+  EXPECT_EQ(DeviceLimits::FromProto(v1::DeviceInfo()).Arch(), "sm_90");
+}
+
+}  // namespace
+}  // namespace scantune

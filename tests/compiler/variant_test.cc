@@ -1,0 +1,67 @@
+// Variant names: every enumerated variant round-trips Name -> Parse, names
+// are unique, and malformed names are rejected with a message saying why.
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/variant.h"
+#include "compiler/plan.h"
+
+namespace scantune {
+namespace {
+
+TEST(VariantNames, EveryEnumeratedVariantRoundTrips) {
+  const std::vector<Variant> variants = EnumerateVariants(Op::kLinearScan, /*include_test_variants=*/true);
+  ASSERT_FALSE(variants.empty());
+  std::set<std::string> names;
+  for (const Variant& v : variants) {
+    const std::string name = v.Name();
+    StatusOr<Variant> parsed = Variant::Parse(name);
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
+    EXPECT_EQ(*parsed, v) << name;
+    EXPECT_EQ(parsed->Name(), name);
+    EXPECT_TRUE(names.insert(name).second) << "duplicate name " << name;
+  }
+}
+
+TEST(VariantNames, KnownNamesParse) {
+  for (const char* name : {"sequential_v2_t128_p4", "chunked_v2_t128_c64", "lookback_v4_t256_s8_i8", "test_fault",
+                           "test_hang"}) {
+    StatusOr<Variant> parsed = Variant::Parse(name);
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
+    EXPECT_EQ(parsed->Name(), name);
+  }
+  StatusOr<Variant> lookback = Variant::Parse("lookback_v4_t256_s8_i8");
+  ASSERT_TRUE(lookback.ok());
+  EXPECT_EQ(lookback->algorithm, Algorithm::kLookback);
+  EXPECT_EQ(lookback->vec, 4);
+  EXPECT_EQ(lookback->threads, 256);
+  EXPECT_EQ(lookback->segments, 8);
+  EXPECT_EQ(lookback->items, 8);
+}
+
+TEST(VariantNames, BadNamesAreRejectedWithReasons) {
+  struct Case {
+    const char* name;
+    const char* says;
+  };
+  for (const Case& c : {Case{"", "unknown algorithm"}, Case{"bogus_v4", "unknown algorithm"},
+                        Case{"lookback_v4_t256_s8", "expected 4 knobs"},
+                        Case{"lookback_v4_t256_s8_i8_x1", "expected 4 knobs"},
+                        Case{"lookback_t256_v4_s8_i8", "must start with 'v'"},
+                        Case{"sequential_v0_t128_p4", "positive integer"},
+                        Case{"sequential_v-2_t128_p4", "positive integer"},
+                        Case{"chunked_v2_t128_c", "must start with 'c'"},
+                        Case{"chunked_v2_t12x_c64", "positive integer"},
+                        Case{"test_fault_v2", "unknown algorithm"}}) {
+    StatusOr<Variant> parsed = Variant::Parse(c.name);
+    ASSERT_FALSE(parsed.ok()) << "'" << c.name << "' parsed";
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(c.says), std::string::npos)
+        << "'" << c.name << "': " << parsed.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace scantune
