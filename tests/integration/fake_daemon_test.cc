@@ -1,0 +1,321 @@
+// End-to-end tests of the real scantuned (child process) driven by the real
+// `scantune` CLI (subprocesses), with the GPU played by the test double
+// scantune-fake-worker. No GPU needed. The daemon runs with test variants
+// enabled and a short watchdog so that a hung candidate is caught quickly.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <google/protobuf/util/json_util.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "common/problem.h"
+#include "compiler/plan.h"
+#include "tests/integration/test_daemon.h"
+
+namespace scantune::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kShape = "2x256x512";
+
+template <typename Message>
+Message ParseJson(const std::string& text) {
+  Message message;
+  auto status = google::protobuf::util::JsonStringToMessage(text, &message);
+  EXPECT_TRUE(status.ok()) << status.ToString() << "\n" << text;
+  return message;
+}
+
+// One real variant of each algorithm that can run the test problem; the
+// last one is made to produce a wrong result by the fake worker.
+std::vector<std::string> RealVariants() {
+  Problem problem;
+  problem.op = Op::kLinearScan;
+  problem.shape = *ParseShape(kShape);
+  problem.dtype = DType::kBF16;
+  problem.mode = Mode::kFwdBwd;
+  std::map<Algorithm, std::string> one_each;
+  for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
+    if (CanImplement(v, problem, DeviceLimits()).ok() && !one_each.count(v.algorithm)) {
+      one_each[v.algorithm] = v.Name();
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& [algorithm, name] : one_each) names.push_back(name);
+  return names;
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string text;
+  for (const std::string& item : items) text += (text.empty() ? "" : ",") + item;
+  return text;
+}
+
+class FakeDaemonTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    variants_ = new std::vector<std::string>(RealVariants());
+    ASSERT_GE(variants_->size(), 2u) << "need at least two variants that can run " << kShape;
+    TestDaemonOptions options;
+    options.worker = SCANTUNE_FAKE_WORKER_PATH;
+    options.flags = {"--enable-test-variants", "--candidate-timeout-s", "3"};
+    options.env = {{"SCANTUNE_FAKE_WRONG", Wrong()}};
+    auto daemon = TestDaemon::Start(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+    daemon_ = daemon->release();
+  }
+  static void TearDownTestSuite() {
+    if (daemon_) {
+      EXPECT_TRUE(daemon_->Stop().ok()) << "scantuned did not stop cleanly; its log:\n" << daemon_->Log();
+    }
+    delete daemon_;
+    daemon_ = nullptr;
+    delete variants_;
+  }
+  void SetUp() override { ASSERT_NE(daemon_, nullptr); }
+
+  static std::string Wrong() { return variants_->back(); }
+  static std::vector<std::string> Good() { return {variants_->begin(), variants_->end() - 1}; }
+
+  void ExpectServing() {
+    Status serving = daemon_->Serving();
+    EXPECT_TRUE(serving.ok()) << serving.ToString() << "\ndaemon log:\n" << daemon_->Log();
+  }
+
+  static std::vector<std::string> ProblemFlags() {
+    return {"--op", "linear_scan", "--shape", kShape, "--dtype", "bf16", "--mode", "fwd_bwd"};
+  }
+  static std::vector<std::string> With(std::vector<std::string> head, const std::vector<std::string>& tail) {
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  }
+
+  static TestDaemon* daemon_;
+  static std::vector<std::string>* variants_;
+};
+
+TestDaemon* FakeDaemonTest::daemon_ = nullptr;
+std::vector<std::string>* FakeDaemonTest::variants_ = nullptr;
+
+TEST_F(FakeDaemonTest, DevicesListsTheFakeGpu) {
+  CommandResult table = daemon_->Cli({"devices"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("Fake GPU (test double)"));
+  EXPECT_THAT(table.out, HasSubstr("GPU-fake-0"));
+
+  CommandResult json = daemon_->Cli({"devices", "--json"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto devices = ParseJson<v1::ListDevicesResponse>(json.out);
+  ASSERT_EQ(devices.devices_size(), 1);
+  EXPECT_EQ(devices.devices(0).uuid(), "GPU-fake-0");
+  ExpectServing();
+}
+
+// The whole life of a tuning request: failures of every kind are recorded
+// with their state, the daemon survives each, and only an OK variant is
+// selected.
+TEST_F(FakeDaemonTest, TuneRecordsEveryFailureAndSelectsAnOkVariant) {
+  std::vector<std::string> requested = *variants_;
+  requested.push_back("test_fault");
+  requested.push_back("test_hang");
+  CommandResult tune = daemon_->Cli(With({"tune"}, With(ProblemFlags(), {"--variants", Join(requested)})));
+  ASSERT_EQ(tune.exit_code, 0) << tune.err << "\ndaemon log:\n" << daemon_->Log();
+  EXPECT_THAT(tune.err, HasSubstr("DONE")) << "progress display";
+  EXPECT_THAT(tune.out, HasSubstr("variant"));
+  ExpectServing();
+
+  CommandResult records_json =
+      daemon_->Cli({"records", "--json", "--op", "linear_scan", "--shape", kShape, "--limit", "1000"});
+  ASSERT_EQ(records_json.exit_code, 0) << records_json.err;
+  auto records = ParseJson<v1::ListRecordsResponse>(records_json.out);
+  std::map<std::string, std::set<std::string>> states;
+  int64_t ok_id = 0;
+  for (const v1::Record& r : records.records()) {
+    states[r.variant()].insert(v1::ResultState_Name(r.state()));
+    if (r.state() == v1::OK && ok_id == 0) ok_id = r.id();
+  }
+  EXPECT_EQ(states["test_fault"], std::set<std::string>{"ILLEGAL_ADDRESS"});
+  EXPECT_EQ(states["test_hang"], std::set<std::string>{"TIMEOUT"});
+  EXPECT_EQ(states[Wrong()], std::set<std::string>{"WRONG_RESULT"});
+  for (const std::string& good : Good()) EXPECT_EQ(states[good], std::set<std::string>{"OK"}) << good;
+  ExpectServing();
+
+  CommandResult select = daemon_->Cli(With({"select", "--json"}, ProblemFlags()));
+  ASSERT_EQ(select.exit_code, 0) << select.err;
+  auto selection = ParseJson<v1::Selection>(select.out);
+  std::vector<std::string> good = Good();
+  EXPECT_NE(std::find(good.begin(), good.end(), selection.variant()), good.end()) << selection.variant();
+  EXPECT_GT(selection.record_id(), 0);
+
+  CommandResult select_table = daemon_->Cli(With({"select"}, ProblemFlags()));
+  ASSERT_EQ(select_table.exit_code, 0) << select_table.err;
+  EXPECT_THAT(select_table.out, HasSubstr(selection.variant()));
+
+  CommandResult table = daemon_->Cli({"records", "--op", "linear_scan", "--shape", kShape});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const char* column : {"id", "variant", "state", "fwd ms", "bwd ms", "fwd_bwd ms", "GB/s", "% of copy",
+                             "rel_err", "created_at", "ILLEGAL_ADDRESS", "TIMEOUT", "WRONG_RESULT"}) {
+    EXPECT_THAT(table.out, HasSubstr(column));
+  }
+
+  CommandResult filtered = daemon_->Cli({"records", "--state", "ILLEGAL_ADDRESS", "--json"});
+  ASSERT_EQ(filtered.exit_code, 0) << filtered.err;
+  auto illegal = ParseJson<v1::ListRecordsResponse>(filtered.out);
+  ASSERT_GE(illegal.records_size(), 1);
+  for (const v1::Record& r : illegal.records()) EXPECT_EQ(r.state(), v1::ILLEGAL_ADDRESS);
+
+  ASSERT_GT(ok_id, 0);
+  CommandResult detail = daemon_->Cli({"record", std::to_string(ok_id)});
+  ASSERT_EQ(detail.exit_code, 0) << detail.err;
+  EXPECT_THAT(detail.out, HasSubstr("samples"));
+  EXPECT_THAT(detail.out, HasSubstr("GPU-fake-0"));
+  CommandResult detail_json = daemon_->Cli({"record", "--json", std::to_string(ok_id)});
+  ASSERT_EQ(detail_json.exit_code, 0) << detail_json.err;
+  auto record = ParseJson<v1::Record>(detail_json.out);
+  EXPECT_EQ(record.id(), ok_id);
+  EXPECT_EQ(record.state(), v1::OK);
+  EXPECT_GT(record.fwd().samples_ms_size() + record.fwd_bwd().samples_ms_size(), 0);
+  ExpectServing();
+
+  // Paging: one record per page reaches a second page through the token.
+  CommandResult first = daemon_->Cli({"records", "--json", "--limit", "1"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  auto page = ParseJson<v1::ListRecordsResponse>(first.out);
+  ASSERT_EQ(page.records_size(), 1);
+  ASSERT_FALSE(page.next_page_token().empty());
+  CommandResult second = daemon_->Cli({"records", "--json", "--limit", "1", "--page-token", page.next_page_token()});
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  auto next = ParseJson<v1::ListRecordsResponse>(second.out);
+  ASSERT_EQ(next.records_size(), 1);
+  EXPECT_NE(next.records(0).id(), page.records(0).id());
+}
+
+TEST_F(FakeDaemonTest, KernelReturnsAnNvrtcCubin) {
+  std::string out = daemon_->dir() + "/kernel.cubin";
+  CommandResult kernel = daemon_->Cli(With({"kernel", "--variant", variants_->front(), "--out", out},
+                                           {"--op", "linear_scan", "--shape", "4x2048x2048", "--dtype", "bf16",
+                                            "--mode", "fwd"}));
+  ASSERT_EQ(kernel.exit_code, 0) << kernel.err << "\ndaemon log:\n" << daemon_->Log();
+  EXPECT_THAT(kernel.out, HasSubstr("entry"));
+  EXPECT_THAT(kernel.out, HasSubstr("sm_90"));
+  std::ifstream file(out, std::ios::binary);
+  std::string magic(4, '\0');
+  file.read(magic.data(), 4);
+  EXPECT_EQ(magic, "\x7f" "ELF") << "a cubin is an ELF image";
+
+  CommandResult json = daemon_->Cli({"kernel", "--json", "--variant", variants_->front(), "--op", "linear_scan",
+                                     "--shape", "4x2048x2048", "--dtype", "bf16", "--mode", "fwd_bwd"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto response = ParseJson<v1::KernelResponse>(json.out);
+  EXPECT_FALSE(response.cubin().empty());
+  EXPECT_GE(response.launches_size(), 2) << "fwd_bwd launches a forward and a backward kernel";
+  EXPECT_GT(response.params_size(), 0);
+  for (const v1::KernelLaunch& launch : response.launches()) {
+    EXPECT_FALSE(launch.entry().empty());
+    EXPECT_EQ(launch.grid_size(), 3);
+    EXPECT_EQ(launch.block_size(), 3);
+  }
+  ExpectServing();
+}
+
+TEST_F(FakeDaemonTest, UsageErrorsExitWithTwo) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"frobnicate"},
+           {"devices", "--bogus"},
+           {"select", "--shape", "4x2048", "--dtype", "bf16", "--mode", "fwd"},
+           {"select", "--shape", "4x2048x2048", "--dtype", "int8", "--mode", "fwd"},
+           {"select", "--shape", "4x2048x2048", "--dtype", "bf16"},
+           {"select", "--shape", "4x2048x2048", "--dtype", "bf16", "--mode", "fwd", "--on-miss", "maybe"},
+           {"records", "--state", "FINE"},
+           {"record"},
+           {"record", "abc"},
+           {}}) {
+    CommandResult r = daemon_->Cli(args);
+    EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args) << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr("usage")) << ::testing::PrintToString(args);
+  }
+}
+
+TEST_F(FakeDaemonTest, RpcErrorsExitWithOneAndNameTheCode) {
+  CommandResult missing = daemon_->Cli({"record", "987654321"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_THAT(missing.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(missing.err, HasSubstr("987654321"));
+
+  CommandResult unknown_op = daemon_->Cli({"select", "--op", "warp_scan", "--shape", kShape, "--dtype", "bf16",
+                                           "--mode", "fwd"});
+  EXPECT_EQ(unknown_op.exit_code, 1);
+  EXPECT_THAT(unknown_op.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(unknown_op.err, HasSubstr("warp_scan"));
+
+  CommandResult bench = daemon_->Cli(With({"bench", "--shapes", "4x2048x2048,1x8192x2560", "--variants",
+                                           variants_->front()},
+                                          {"--op", "linear_scan", "--dtype", "bf16", "--mode", "fwd"}));
+  EXPECT_EQ(bench.exit_code, 1) << "benchmarks are off unless enabled";
+  EXPECT_THAT(bench.err, HasSubstr("FAILED_PRECONDITION"));
+
+  CommandResult nowhere = RunCommand({SCANTUNE_CLI_PATH, "--address", "unix://" + daemon_->dir() + "/none.sock",
+                                      "devices"});
+  EXPECT_EQ(nowhere.exit_code, 1);
+  EXPECT_THAT(nowhere.err, HasSubstr("UNAVAILABLE"));
+  ExpectServing();
+}
+
+// A daemon whose worker finds no GPU still serves the database and compiles
+// kernels; only tuning is refused.
+class NoGpuDaemonTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    TestDaemonOptions options;
+    options.worker = SCANTUNE_FAKE_WORKER_PATH;
+    options.env = {{"SCANTUNE_FAKE_NO_GPU", "1"}};
+    auto daemon = TestDaemon::Start(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+    daemon_ = std::move(*daemon);
+  }
+  void TearDown() override {
+    if (daemon_) EXPECT_TRUE(daemon_->Stop().ok()) << daemon_->Log();
+  }
+  std::unique_ptr<TestDaemon> daemon_;
+};
+
+TEST_F(NoGpuDaemonTest, ServesTheDatabaseButRefusesToTune) {
+  CommandResult devices = daemon_->Cli({"devices"});
+  ASSERT_EQ(devices.exit_code, 0) << devices.err;
+  EXPECT_THAT(devices.out, HasSubstr("no GPU"));
+  CommandResult devices_json = daemon_->Cli({"devices", "--json"});
+  ASSERT_EQ(devices_json.exit_code, 0) << devices_json.err;
+  EXPECT_EQ(ParseJson<v1::ListDevicesResponse>(devices_json.out).devices_size(), 0);
+
+  CommandResult tune = daemon_->Cli({"tune", "--op", "linear_scan", "--shape", kShape, "--dtype", "bf16", "--mode",
+                                     "fwd_bwd"});
+  EXPECT_EQ(tune.exit_code, 1);
+  EXPECT_THAT(tune.err, HasSubstr("FAILED_PRECONDITION"));
+  EXPECT_THAT(tune.err, HasSubstr("no GPU"));
+  EXPECT_TRUE(daemon_->Serving().ok());
+
+  CommandResult select = daemon_->Cli({"select", "--op", "linear_scan", "--shape", kShape, "--dtype", "bf16",
+                                       "--mode", "fwd_bwd", "--on-miss", "nearest"});
+  EXPECT_EQ(select.exit_code, 1) << "nothing was ever tuned";
+  EXPECT_THAT(select.err, HasSubstr("NOT_FOUND"));
+
+  CommandResult records = daemon_->Cli({"records"});
+  EXPECT_EQ(records.exit_code, 0) << records.err;
+  EXPECT_THAT(records.out, HasSubstr("variant"));
+
+  CommandResult kernel = daemon_->Cli({"kernel", "--variant", RealVariants().front(), "--op", "linear_scan",
+                                       "--shape", "4x2048x2048", "--dtype", "bf16", "--mode", "fwd", "--json"});
+  EXPECT_EQ(kernel.exit_code, 0) << kernel.err << "\n" << daemon_->Log();
+  EXPECT_FALSE(ParseJson<v1::KernelResponse>(kernel.out).cubin().empty());
+  EXPECT_TRUE(daemon_->Serving().ok());
+}
+
+}  // namespace
+}  // namespace scantune::testing
