@@ -62,6 +62,9 @@ StatusOr<std::unique_ptr<CudaDriver>> CudaDriver::LoadFrom(const std::string& li
     } else {
       r = v1(symbol, out, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT);
     }
+    if (r == CUDA_ERROR_STUB_LIBRARY) {
+      return FailedPrecondition(library + " is the CUDA toolkit's link stub, not a driver (CUDA_ERROR_STUB_LIBRARY)");
+    }
     if (r != CUDA_SUCCESS || *out == nullptr) {
       return FailedPrecondition(std::string("the CUDA driver in ") + library + " lacks " + symbol + " (error " +
                                 std::to_string(static_cast<int>(r)) + "); it is older than CUDA " +

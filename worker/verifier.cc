@@ -90,7 +90,14 @@ double Tolerance(DType dtype) {
 }
 
 Verifier::Verifier(const GpuContext& ctx, const Problem& problem, uint64_t seed, Options options)
-    : ctx_(ctx), problem_(problem), options_(options), inputs_(GenerateInputs(problem, seed)) {}
+    : ctx_(ctx),
+      problem_(problem),
+      options_(options),
+      inputs_(GenerateInputs(problem, seed)),
+      a_bytes_(EncodeAs(problem.dtype, inputs_.a)),
+      x_bytes_(EncodeAs(problem.dtype, inputs_.x)),
+      dh_bytes_(EncodeAs(problem.dtype, inputs_.dh)),
+      h0_bytes_(EncodeF32(inputs_.h0)) {}
 
 const LinearScanForwardRef& Verifier::ForwardRef() {
   if (!forward_ref_) forward_ref_ = LinearScanForward(problem_.shape, inputs_.a, inputs_.x, inputs_.h0);
@@ -158,10 +165,10 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
     Status st = b.buffer->Fill(DeviceBuffer::kPoisonByte, &failure);
     if (!st.ok()) return fail(st);
   }
-  const std::vector<uint8_t> a_bytes = EncodeAs(problem_.dtype, inputs_.a);
-  const std::vector<uint8_t> x_bytes = EncodeAs(problem_.dtype, inputs_.x);
-  const std::vector<uint8_t> dh_bytes = EncodeAs(problem_.dtype, inputs_.dh);
-  const std::vector<uint8_t> h0_bytes = EncodeF32(inputs_.h0);
+  const std::vector<uint8_t>& a_bytes = a_bytes_;
+  const std::vector<uint8_t>& x_bytes = x_bytes_;
+  const std::vector<uint8_t>& dh_bytes = dh_bytes_;
+  const std::vector<uint8_t>& h0_bytes = h0_bytes_;
   for (auto [b, bytes] : {std::pair{&buf.a, &a_bytes}, {&buf.x, &x_bytes}, {&buf.dh, &dh_bytes}, {&buf.h0, &h0_bytes}}) {
     Status st = b->Upload(bytes->data(), bytes->size(), &failure);
     if (!st.ok()) return fail(st);

@@ -52,6 +52,8 @@ class Verifier {
   Problem problem_;
   Options options_;
   LinearScanInputs inputs_;
+  // The inputs as the kernels read them, encoded once for every candidate.
+  std::vector<uint8_t> a_bytes_, x_bytes_, dh_bytes_, h0_bytes_;
   std::optional<LinearScanForwardRef> forward_ref_;  // computed on first use, shared by all candidates
 };
 

@@ -1,0 +1,39 @@
+// Shared pieces of the worker's GPU tests: the device (opened once per test
+// process) and turning a compiled variant plus its plan into the Candidate a
+// Job carries. Not thread-safe; tests run on one thread.
+#pragma once
+
+#include <string>
+
+#include "common/problem.h"
+#include "common/status.h"
+#include "common/variant.h"
+#include "compiler/nvrtc_compiler.h"
+#include "compiler/plan.h"
+#include "proto/worker.pb.h"
+#include "worker/gpu_context.h"
+
+namespace scantune::testing {
+
+struct TestGpu {
+  const CudaDriver* driver = nullptr;
+  GpuContext* ctx = nullptr;
+  v1::DeviceInfo info;
+  DeviceLimits limits;
+};
+
+// The device 0 of this machine, or why there is none.
+StatusOr<TestGpu*> GetTestGpu();
+
+// The Candidate for `problem` from a module compiled for (variant, dtype).
+StatusOr<v1::Candidate> MakeCandidate(const Variant& variant, const CompileResult& compiled, const Problem& problem,
+                                      const DeviceLimits& limits);
+
+}  // namespace scantune::testing
+
+// Skips the test, printing why, when no GPU is usable (the `gpu` label keeps
+// these out of CI; a GPU run that skips says so in its output).
+#define SCANTUNE_REQUIRE_GPU(gpu_var)                                                        \
+  auto gpu_var##_or = ::scantune::testing::GetTestGpu();                                     \
+  if (!gpu_var##_or.ok()) GTEST_SKIP() << "no GPU: " << gpu_var##_or.status().message();     \
+  ::scantune::testing::TestGpu* gpu_var = *gpu_var##_or
