@@ -34,6 +34,7 @@ class SplitMix64 {
 LinearScanInputs GenerateInputs(const Problem& problem, uint64_t seed) {
   const size_t n = static_cast<size_t>(problem.shape.elements());
   const size_t states = static_cast<size_t>(problem.shape.batch * problem.shape.width);
+  const size_t width = static_cast<size_t>(problem.shape.width);
   // One stream per tensor, so adding a tensor never changes the others.
   SplitMix64 ra(seed ^ 0x61ull), rx(seed ^ 0x78ull), rh(seed ^ 0x68ull), rd(seed ^ 0x64ull);
   LinearScanInputs in;
@@ -41,10 +42,12 @@ LinearScanInputs GenerateInputs(const Problem& problem, uint64_t seed) {
   in.x.resize(n);
   in.dh.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    // Decays near 1 carry information across the whole sequence (and across
-    // every chunk or tile boundary), which is where carry bugs show.
+    // Every 4th channel decays slowly (a near 1): it carries information over
+    // hundreds of steps, across chunk and tile boundaries, where carry bugs
+    // show. The others forget within a few steps, which keeps magnitudes
+    // (and da = g * h) far from fp16's range limit at any length.
     const double u = ra.Uniform();
-    const double a = ra.Next() % 10 == 0 ? 0.99 + 0.0099 * u : 0.5 + 0.49 * u;
+    const double a = (i % width) % 4 == 0 ? 0.99 + 0.0099 * u : 0.5 + 0.49 * u;
     in.a[i] = RoundToDType(a, problem.dtype);
     in.x[i] = RoundToDType(rx.Normal(), problem.dtype);
     in.dh[i] = RoundToDType(rd.Normal(), problem.dtype);

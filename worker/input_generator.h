@@ -13,7 +13,7 @@
 namespace scantune {
 
 struct LinearScanInputs {
-  std::vector<double> a;   // (B, L, W): in [0.5, 0.99), and 1 in 10 in [0.99, 1.0): stable, never 0
+  std::vector<double> a;   // (B, L, W): every 4th channel in [0.99, 1.0), the rest in [0.5, 0.99): stable, never 0
   std::vector<double> x;   // (B, L, W): standard normal
   std::vector<double> h0;  // (B, W): standard normal, fp32; empty without h0
   std::vector<double> dh;  // (B, L, W): standard normal (the upstream gradient)

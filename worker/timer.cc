@@ -228,7 +228,10 @@ StatusOr<std::vector<TimingResult>> Timer::Run(const std::vector<TimedCandidate>
     for (Mode mode : modes) {
       for (int w = 0; w < settings_.warmup_launches; ++w) RETURN_IF_ERROR(enqueue(i, mode, failure));
     }
-    RETURN_IF_ERROR(ctx_.WaitStream(kernel_timeout_ms_ * std::max(1, settings_.warmup_launches), "warm-up", failure));
+    // The kernel timeout bounds each phase; the warm-up queued up to
+    // 2 phases per launch for every mode.
+    const int phases_queued = settings_.warmup_launches * 2 * static_cast<int>(modes.size());
+    RETURN_IF_ERROR(ctx_.WaitStream(kernel_timeout_ms_ * std::max(1, phases_queued), "warm-up", failure));
     v1::Round record;
     record.set_round(round);
     record.set_order_index(order_index);
