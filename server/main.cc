@@ -9,6 +9,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -213,10 +214,10 @@ std::string DefaultWorkerPath() {
 // Signal handling through a self-pipe: the handler only writes a byte, the
 // main thread does the shutdown. A second signal exits at once.
 int g_signal_pipe[2] = {-1, -1};
-volatile sig_atomic_t g_signals = 0;
+std::atomic<int> g_signals{0};  // lock-free, so safe in a signal handler
 
 void OnSignal(int signo) {
-  if (g_signals++ > 0) _exit(128 + signo);
+  if (g_signals.fetch_add(1) > 0) _exit(128 + signo);
   char byte = static_cast<char>(signo);
   ssize_t ignored = write(g_signal_pipe[1], &byte, 1);
   (void)ignored;
@@ -324,12 +325,16 @@ int Run(int argc, char** argv) {
   int signo = WaitForSignal();
   log->info("signal {}: shutting down (again to exit at once)", signo);
   health->SetServingStatus(false);
-  // Running calls get a few seconds; after that gRPC cancels them. Tuning
-  // jobs are not cancelled with their calls: their threads are awaited so
-  // that what they measured is stored.
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
-  if (int running = service->CallsInFlight(); running > 0) {
-    log->info("waiting for {} running engine call(s) to end", running);
+  // Running calls get a few seconds to answer; after that gRPC cancels them.
+  // Tuning jobs are not cancelled with their calls: their threads are
+  // awaited below so that what they measured is stored. With nothing running
+  // the grace is short, because gRPC otherwise spends the whole deadline on
+  // idle client connections (a training job keeps its channel open).
+  const int running = service->CallsInFlight();
+  server->Shutdown(std::chrono::system_clock::now() +
+                   (running > 0 ? std::chrono::milliseconds(5000) : std::chrono::milliseconds(200)));
+  if (int still = service->CallsInFlight(); still > 0) {
+    log->info("waiting for {} running engine call(s) to end", still);
   }
   service->WaitForCalls();
   server.reset();

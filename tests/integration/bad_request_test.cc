@@ -143,6 +143,8 @@ TEST(BadRequestTest, EachIsAnsweredWithItsCodeAndTheDaemonKeepsServing) {
   StatusOr<v1::ListDevicesResponse> devices = client->ListDevices();
   ASSERT_TRUE(devices.ok()) << devices.status().ToString();
   EXPECT_EQ(devices->devices_size(), 1);
+  // The client's channel stays open on purpose: a connected idle client must
+  // not hold up the daemon's shutdown.
   EXPECT_TRUE((*daemon)->Stop().ok()) << (*daemon)->Log();
 }
 

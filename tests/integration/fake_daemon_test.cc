@@ -281,7 +281,9 @@ class NoGpuDaemonTest : public ::testing::Test {
     daemon_ = std::move(*daemon);
   }
   void TearDown() override {
-    if (daemon_) EXPECT_TRUE(daemon_->Stop().ok()) << daemon_->Log();
+    if (daemon_) {
+      EXPECT_TRUE(daemon_->Stop().ok()) << daemon_->Log();
+    }
   }
   std::unique_ptr<TestDaemon> daemon_;
 };
