@@ -48,7 +48,7 @@ StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContex
 }
 
 CandidateModule::~CandidateModule() {
-  if (module_ != nullptr) (void)ctx_.api().ModuleUnload(module_);
+  if (module_ != nullptr && !ctx_.lost()) (void)ctx_.api().ModuleUnload(module_);
 }
 
 bool CandidateModule::HasPhase(const std::string& phase) const {

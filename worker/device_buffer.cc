@@ -25,7 +25,7 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 
 void DeviceBuffer::Release() {
   // A free after a sticky error fails too; there is nothing more to do then.
-  if (base_ != 0 && ctx_ != nullptr) (void)ctx_->api().MemFree(base_);
+  if (base_ != 0 && ctx_ != nullptr && !ctx_->lost()) (void)ctx_->api().MemFree(base_);
   base_ = 0;
 }
 

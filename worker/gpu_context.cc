@@ -22,12 +22,16 @@ StatusOr<std::unique_ptr<GpuContext>> GpuContext::Open(const CudaDriver* driver,
   // its limits (local memory, shared carve-out) are those a client job sees.
   RETURN_IF_ERROR(driver->Check(api.DevicePrimaryCtxRetain(&ctx->context_, ctx->device_), "cuDevicePrimaryCtxRetain"));
   RETURN_IF_ERROR(ctx->MakeCurrent());
-  RETURN_IF_ERROR(driver->Check(api.StreamCreate(&ctx->stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate"));
+  // A blocking stream on purpose: the plain cuMemsetD8/cuMemcpyHtoD/DtoH
+  // calls used to fill and read buffers run on the legacy default stream and
+  // may return before the device finished them; a blocking stream orders our
+  // kernels after them (and them after our kernels).
+  RETURN_IF_ERROR(driver->Check(api.StreamCreate(&ctx->stream_, CU_STREAM_DEFAULT), "cuStreamCreate"));
   return ctx;
 }
 
 GpuContext::~GpuContext() {
-  if (driver_ == nullptr) return;
+  if (driver_ == nullptr || lost_) return;
   const auto& api = driver_->api();
   if (stream_ != nullptr) api.StreamDestroy(stream_);
   if (context_ != nullptr) api.DevicePrimaryCtxRelease(device_);
@@ -48,8 +52,12 @@ Status GpuContext::Poll(Query query, double timeout_ms, const char* what, CudaFa
   while (true) {
     CUresult r = query();
     if (r == CUDA_SUCCESS) return Status::Ok();
-    if (r != CUDA_ERROR_NOT_READY) return driver_->Check(r, what, CudaCallSite::kExecution, failure);
+    if (r != CUDA_ERROR_NOT_READY) {
+      if (IsStickyCudaError(r)) MarkLost();
+      return driver_->Check(r, what, CudaCallSite::kExecution, failure);
+    }
     if (Clock::now() >= deadline) {
+      MarkLost();
       if (failure != nullptr && !failure->failed()) {
         failure->result = CUDA_ERROR_LAUNCH_TIMEOUT;
         failure->site = CudaCallSite::kExecution;

@@ -18,7 +18,7 @@ namespace scantune {
 class GpuContext {
  public:
   // Retains the primary context of device `ordinal`, makes it current and
-  // creates a non-blocking stream.
+  // creates a stream that synchronises with the legacy default stream.
   static StatusOr<std::unique_ptr<GpuContext>> Open(const CudaDriver* driver, int ordinal);
   ~GpuContext();
   GpuContext(const GpuContext&) = delete;
@@ -41,6 +41,14 @@ class GpuContext {
   // The same for one event.
   Status WaitEvent(CUevent event, double timeout_ms, const char* what, CudaFailure* failure) const;
 
+  // After a sticky error or a kernel past its timeout the context is lost:
+  // from then on buffers, modules and the context itself are abandoned, not
+  // freed (a free would wait for a hung kernel forever, and the process is
+  // about to exit anyway). Const: losing the context is not a change its
+  // users make, it is news about the device.
+  void MarkLost() const { lost_ = true; }
+  bool lost() const { return lost_; }
+
   // Device memory in use (total - free) per cuMemGetInfo, in bytes.
   StatusOr<uint64_t> MemoryInUse() const;
   StatusOr<uint64_t> MemoryFree() const;
@@ -55,6 +63,7 @@ class GpuContext {
   CUdevice device_ = 0;
   CUcontext context_ = nullptr;
   CUstream stream_ = nullptr;
+  mutable bool lost_ = false;
 };
 
 }  // namespace scantune

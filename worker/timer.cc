@@ -275,7 +275,10 @@ StatusOr<std::vector<TimingResult>> Timer::Run(const std::vector<TimedCandidate>
       if (!failure.failed()) return st;
       results[i].outcome = CandidateOutcome::FromCudaFailure(failure, st.Annotate("timing"));
       if (results[i].outcome.state == v1::STATE_UNSPECIFIED) return st;
-      if (results[i].outcome.context_lost) return results;
+      if (results[i].outcome.context_lost) {
+        ctx_.MarkLost();  // the sets and workspaces below must not be freed
+        return results;
+      }
     }
   }
 

@@ -130,6 +130,8 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
     if (!failure.failed()) return status;
     CandidateOutcome failed = CandidateOutcome::FromCudaFailure(failure, status);
     if (failed.state == v1::STATE_UNSPECIFIED) return status;
+    // Before the buffers go out of scope: their frees must not touch a lost context.
+    if (failed.context_lost) ctx_.MarkLost();
     failed.memory = out.memory;
     return failed;
   };
