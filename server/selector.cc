@@ -84,8 +84,10 @@ StatusOr<v1::Selection> Selector::Find(const std::string& device_model, const st
   for (const v1::Selection& s : all) {
     const Shape shape{s.problem().shape().batch(), s.problem().shape().length(), s.problem().shape().width()};
     const double distance = ShapeDistance(problem.shape, shape);
-    // Ties go to the smaller shape, so every caller gets the same answer.
-    if (!best || distance < best_distance || (distance == best_distance && shape < best_shape)) {
+    // Ties (up to rounding of the logs) go to the smaller shape, so every
+    // caller gets the same answer whatever order the store lists them in.
+    constexpr double kTie = 1e-9;
+    if (!best || distance < best_distance - kTie || (distance <= best_distance + kTie && shape < best_shape)) {
       best = &s;
       best_distance = distance;
       best_shape = shape;

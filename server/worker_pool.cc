@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <sstream>
@@ -12,6 +13,12 @@
 
 namespace scantune {
 namespace {
+
+std::string Seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
 
 v1::Record BlameRecord(const v1::Job& job, const std::string& variant, v1::ResultState state,
                        const std::string& detail) {
@@ -255,11 +262,10 @@ StatusOr<std::vector<v1::Record>> WorkerPool::RunJob(int index, const v1::Job& j
         // Hung: the watchdog fires. SIGKILL, reap, blame the started candidate.
         device.process.Kill();
         const std::string how = device.process.Reap();
-        failure = "hung (silent for " + std::to_string(options_.candidate_timeout_s) + " s), killed: " + how;
+        failure = "hung (silent for " + Seconds(options_.candidate_timeout_s) + "), killed: " + how;
         if (!started.empty() && !interrupted_) {
           v1::Record record = BlameRecord(job, started, v1::TIMEOUT,
-                                          "no word from the worker for " +
-                                              std::to_string(options_.candidate_timeout_s) + " s during " +
+                                          "no word from the worker for " + Seconds(options_.candidate_timeout_s) + " during " +
                                               started_phase + "; worker killed");
           emit(record);
           finished[started] = std::move(record);

@@ -306,6 +306,14 @@ TEST_F(EngineTest, SelectPolicies) {
   EXPECT_EQ(nearest->tuned_shape().length(), 256u);
   EXPECT_FALSE(nearest->stale());
 
+}
+
+// TUNE_NOW tunes every variant that can implement the shape (about a hundred
+// NVRTC compiles): the slowest test here.
+TEST_F(EngineTest, SelectTuneNowTunesTheMissingShape) {
+  Start();
+  v1::SelectRequest miss;
+  *miss.mutable_problem() = SmallProblem(1024);
   miss.set_on_miss(v1::TUNE_NOW);
   ProgressLog progress;
   StatusOr<v1::Selection> tuned = engine_->Select(miss, progress.fn());
