@@ -2,7 +2,12 @@
 // `scantune` CLI (subprocesses), with the GPU played by the test double
 // scantune-fake-worker. No GPU needed. The daemon runs with test variants
 // enabled and a short watchdog so that a hung candidate is caught quickly.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 #include <map>
 #include <set>
@@ -10,6 +15,7 @@
 #include <vector>
 
 #include <google/protobuf/util/json_util.h>
+#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -266,6 +272,112 @@ TEST_F(FakeDaemonTest, RpcErrorsExitWithOneAndNameTheCode) {
   EXPECT_EQ(nowhere.exit_code, 1);
   EXPECT_THAT(nowhere.err, HasSubstr("UNAVAILABLE"));
   ExpectServing();
+}
+
+// A client that goes away mid-tune stops getting progress; the job itself
+// runs to the end and its records and selection are stored.
+TEST_F(FakeDaemonTest, CancelledTuneGoesOnAndStoresItsResults) {
+  auto stub = v1::Scantune::NewStub(grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
+  v1::TuneRequest request;
+  v1::Problem* problem = request.mutable_problem();
+  problem->set_op("linear_scan");
+  problem->mutable_shape()->set_batch(1);
+  problem->mutable_shape()->set_length(128);
+  problem->mutable_shape()->set_width(512);
+  problem->set_dtype(v1::BF16);
+  problem->set_mode(v1::FWD_BWD);
+  request.add_variants(variants_->front());
+  request.add_variants("test_hang");  // keeps the job busy until the watchdog fires
+
+  grpc::ClientContext context;
+  auto reader = stub->Tune(&context, request);
+  v1::TuneProgress progress;
+  ASSERT_TRUE(reader->Read(&progress)) << reader->Finish().error_message();
+  context.TryCancel();
+  while (reader->Read(&progress)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ExpectServing();
+
+  // Waits for the job's outcome (bounded only as a safety net).
+  std::unique_ptr<ScantuneClient> client = daemon_->Client();
+  v1::SelectRequest select;
+  *select.mutable_problem() = *problem;
+  StatusOr<v1::Selection> selection = NotFound("not yet");
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!selection.ok() && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    selection = client->Select(select);
+  }
+  ASSERT_TRUE(selection.ok()) << selection.status().ToString() << "\n" << daemon_->Log();
+  EXPECT_EQ(selection->variant(), variants_->front());
+  v1::ListRecordsRequest list;
+  *list.mutable_filter()->mutable_shape() = problem->shape();
+  list.mutable_filter()->set_variant("test_hang");
+  StatusOr<v1::ListRecordsResponse> hung = client->ListRecords(list);
+  ASSERT_TRUE(hung.ok()) << hung.status().ToString();
+  ASSERT_EQ(hung->records_size(), 1);
+  EXPECT_EQ(hung->records(0).state(), v1::TIMEOUT);
+}
+
+// Start-up checks of scantuned itself.
+class DaemonStartupTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir_template[] = "/tmp/st-su-XXXXXX";
+    ASSERT_NE(mkdtemp(dir_template), nullptr);
+    dir_ = dir_template;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  CommandResult RunDaemon(const std::string& listen) {
+    return RunCommand({SCANTUNED_PATH, "--listen", listen, "--db", dir_ + "/scantune.db", "--worker",
+                       SCANTUNE_FAKE_WORKER_PATH},
+                      {}, std::chrono::seconds(60));
+  }
+  std::string dir_;
+};
+
+TEST_F(DaemonStartupTest, RefusesNetworkAddresses) {
+  for (const char* address : {"0.0.0.0:50051", "10.1.2.3:50051", "[::]:50051", "example.com:443"}) {
+    CommandResult r = RunDaemon(address);
+    EXPECT_EQ(r.exit_code, 2) << address << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr("only local addresses")) << address;
+    EXPECT_THAT(r.err, HasSubstr("TLS")) << address;
+  }
+  CommandResult bad_flag = RunCommand({SCANTUNED_PATH, "--frobnicate"});
+  EXPECT_EQ(bad_flag.exit_code, 2);
+  EXPECT_THAT(bad_flag.err, HasSubstr("--frobnicate"));
+  CommandResult help = RunCommand({SCANTUNED_PATH, "--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--listen"));
+}
+
+TEST_F(DaemonStartupTest, ReplacesAStaleSocketButNotALiveOne) {
+  TestDaemonOptions options;
+  options.worker = SCANTUNE_FAKE_WORKER_PATH;
+  options.dir = dir_;
+  auto first = TestDaemon::Start(options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+
+  // A second daemon must not steal the socket of a live one.
+  CommandResult second = RunDaemon((*first)->address());
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_THAT(second.err, HasSubstr("another daemon"));
+  EXPECT_TRUE((*first)->Serving().ok());
+
+  // A daemon killed outright leaves its socket file behind; the next one
+  // removes it and serves.
+  kill((*first)->pid(), SIGKILL);
+  while ((*first)->Alive()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(dir_ + "/scantune.sock"));
+  auto restarted = TestDaemon::Start(options);
+  ASSERT_TRUE(restarted.ok()) << restarted.status().ToString();
+  EXPECT_TRUE((*restarted)->Serving().ok());
+  EXPECT_TRUE((*restarted)->Stop().ok()) << (*restarted)->Log();
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/scantune.sock")) << "a clean stop removes the socket";
 }
 
 // A daemon whose worker finds no GPU still serves the database and compiles

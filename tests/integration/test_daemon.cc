@@ -19,9 +19,14 @@ namespace scantune::testing {
 StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(const TestDaemonOptions& options) {
   std::unique_ptr<TestDaemon> daemon(new TestDaemon());
   // Short: a unix socket path must fit in sockaddr_un (108 bytes).
-  char dir_template[] = "/tmp/st-it-XXXXXX";
-  if (!mkdtemp(dir_template)) return Internal(std::string("mkdtemp: ") + std::strerror(errno));
-  daemon->dir_ = dir_template;
+  if (options.dir.empty()) {
+    char dir_template[] = "/tmp/st-it-XXXXXX";
+    if (!mkdtemp(dir_template)) return Internal(std::string("mkdtemp: ") + std::strerror(errno));
+    daemon->dir_ = dir_template;
+    daemon->owns_dir_ = true;
+  } else {
+    daemon->dir_ = options.dir;
+  }
   daemon->address_ = "unix://" + daemon->dir_ + "/scantune.sock";
 
   std::vector<std::string> argv = {SCANTUNED_PATH, "--listen", daemon->address_, "--db",
@@ -70,7 +75,7 @@ TestDaemon::~TestDaemon() {
     Status stopped = Stop();
     (void)stopped;
   }
-  if (!dir_.empty()) {
+  if (owns_dir_) {
     std::error_code ec;
     std::filesystem::remove_all(dir_, ec);
   }

@@ -21,6 +21,10 @@ struct TestDaemonOptions {
   std::string worker;               // --worker
   std::vector<std::string> flags;   // more scantuned flags
   Env env;                          // more environment (the daemon passes it to its workers)
+  // Socket, database and log go here; empty: a fresh temp dir that the
+  // TestDaemon removes. A given dir is left in place (a test may restart a
+  // daemon in it).
+  std::string dir;
 };
 
 class TestDaemon {
@@ -50,6 +54,7 @@ class TestDaemon {
   TestDaemon() = default;
 
   std::string dir_;
+  bool owns_dir_ = false;
   std::string address_;
   pid_t pid_ = -1;
   int exit_status_ = -1;
