@@ -312,14 +312,15 @@ int Cli::Devices(const ArgParser&) {
     out_ << "no GPU" << (devices->note().empty() ? "" : ": " + devices->note()) << "\n";
     return kExitOk;
   }
-  TablePrinter table({"ordinal", "name", "uuid", "cc", "SMs", "memory GiB", "SM MHz", "mem MHz", "L2 MiB", "driver",
-                      "nvrtc"});
+  TablePrinter table({"ordinal", "name", "uuid", "cc", "SMs", "memory GiB", "SM MHz", "mem MHz", "L2 MiB",
+                      "copy GB/s", "driver", "nvrtc"});
   for (const v1::DeviceInfo& d : devices->devices()) {
     table.AddRow({std::to_string(d.ordinal()), d.name(), d.uuid(),
                   std::to_string(d.cc_major()) + "." + std::to_string(d.cc_minor()), std::to_string(d.sm_count()),
                   TablePrinter::Fixed(d.memory_bytes() / double(1ull << 30), 1),
                   std::to_string(d.sm_clock_khz() / 1000), std::to_string(d.memory_clock_khz() / 1000),
-                  TablePrinter::Fixed(d.l2_bytes() / double(1 << 20), 1), std::to_string(d.driver_version()),
+                  TablePrinter::Fixed(d.l2_bytes() / double(1 << 20), 1), TablePrinter::Fixed(d.copy_gbps(), 0),
+                  std::to_string(d.driver_version()),
                   d.nvrtc_version()});
   }
   table.Print(out_);
@@ -597,6 +598,7 @@ void Cli::PrintRecordDetail(const v1::Record& r) {
                   {"max registers/block", std::to_string(d.max_registers_per_block())},
                   {"driver", std::to_string(d.driver_version())},
                   {"nvrtc", d.nvrtc_version()},
+                  {"copy GB/s", Num(d.copy_gbps())},
               },
               "  ");
   out_ << "memory:\n";

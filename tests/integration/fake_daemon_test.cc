@@ -274,6 +274,34 @@ TEST_F(FakeDaemonTest, RpcErrorsExitWithOneAndNameTheCode) {
   ExpectServing();
 }
 
+// Remote benchmarks, when enabled: one record per (shape, variant), in the
+// records table layout.
+TEST(BenchmarkTest, TimesNamedVariantsAtEachShape) {
+  TestDaemonOptions options;
+  options.worker = SCANTUNE_FAKE_WORKER_PATH;
+  options.flags = {"--enable-benchmark"};
+  auto daemon = TestDaemon::Start(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  std::vector<std::string> variants = RealVariants();
+  std::vector<std::string> two = {variants[0], variants[1]};
+  CommandResult table = (*daemon)->Cli({"bench", "--op", "linear_scan", "--shapes", "4x2048x2048,1x8192x2560",
+                                        "--dtype", "bf16", "--mode", "fwd", "--variants", Join(two)});
+  ASSERT_EQ(table.exit_code, 0) << table.err << "\n" << (*daemon)->Log();
+  EXPECT_THAT(table.out, HasSubstr("GB/s"));
+  EXPECT_THAT(table.out, HasSubstr("1x8192x2560"));
+
+  CommandResult json = (*daemon)->Cli({"bench", "--json", "--op", "linear_scan", "--shapes", "4x2048x2048",
+                                       "--dtype", "bf16", "--mode", "fwd", "--variants", Join(two)});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto response = ParseJson<v1::BenchmarkResponse>(json.out);
+  ASSERT_EQ(response.records_size(), 2);
+  for (const v1::Record& r : response.records()) {
+    EXPECT_EQ(r.state(), v1::OK) << r.variant() << ": " << r.detail();
+    EXPECT_EQ(r.origin(), "benchmark");
+  }
+  EXPECT_TRUE((*daemon)->Stop().ok()) << (*daemon)->Log();
+}
+
 // A client that goes away mid-tune stops getting progress; the job itself
 // runs to the end and its records and selection are stored.
 TEST_F(FakeDaemonTest, CancelledTuneGoesOnAndStoresItsResults) {
