@@ -150,8 +150,11 @@ bool ScantuneService::Offload(std::function<void()> work) {
     if (calls_in_flight_ >= max_concurrent_calls_) return false;
     ++calls_in_flight_;
   }
-  std::thread([this, work = std::move(work)] {
+  std::thread([this, work = std::move(work)]() mutable {
     work();
+    // Whatever the call holds (a Tune reactor, say) goes before the service
+    // may be destroyed.
+    work = nullptr;
     // Notifying under the lock keeps the service (and mu_) alive until the
     // notification is done: the destructor cannot return before we unlock.
     std::lock_guard<std::mutex> lock(mu_);
