@@ -231,7 +231,7 @@ int Cli::RpcError(const char* what, const Status& status) {
 void Cli::PrintJson(const google::protobuf::Message& message) {
   google::protobuf::util::JsonPrintOptions options;
   options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = false;
+  options.always_print_primitive_fields = true;  // a zero (cc_minor 0) is a value too
   std::string json;
   auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
   if (!status.ok()) {
