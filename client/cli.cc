@@ -309,7 +309,8 @@ int Cli::Devices(const ArgParser&) {
     return kExitOk;
   }
   if (devices->devices_size() == 0) {
-    out_ << "no GPU" << (devices->note().empty() ? "" : ": " + devices->note()) << "\n";
+    const std::string& note = devices->note();
+    out_ << (note.rfind("no GPU", 0) == 0 ? note : "no GPU" + (note.empty() ? "" : ": " + note)) << "\n";
     return kExitOk;
   }
   TablePrinter table({"ordinal", "name", "uuid", "cc", "SMs", "memory GiB", "SM MHz", "mem MHz", "L2 MiB",

@@ -289,7 +289,7 @@ int Run(int argc, char** argv) {
       log->info("device {}: {} ({}), sm_{}{}, {} SMs, {} MiB", d.ordinal(), d.name(), d.uuid(), d.cc_major(),
                 d.cc_minor(), d.sm_count(), d.memory_bytes() >> 20);
     }
-    if (devices->devices_size() == 0) log->warn("no GPU found: {}", devices->note());
+    if (devices->devices_size() == 0) log->warn("{}", devices->note().empty() ? "no GPU found" : devices->note());
   } else {
     log->warn("listing devices: {}", devices.status().ToString());
   }
