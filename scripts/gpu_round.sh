@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --fo
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== GPU suite: ctest -L gpu"
-  ctest --test-dir "$bin" -L gpu --output-on-failure --timeout 600 2>&1 | tee "$out/gpu_tests.log"
+  ctest --test-dir "$bin" -L gpu --output-on-failure --timeout 300 2>&1 | tee "$out/gpu_tests.log"
 fi
 
 if [ "$what" = tune ] || [ "$what" = all ]; then
