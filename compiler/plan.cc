@@ -14,15 +14,18 @@ namespace scantune {
 namespace {
 
 // Knob ranges. Chosen so that the design space has real choice for the tuner
-// (narrow vs 16-byte accesses, occupancy, time-tile lengths 32..1024) while
-// the whole space stays around 110 variants, each compiled per dtype in CI.
+// (narrow vs 16-byte accesses, occupancy, time tiles of 64..512 steps) while
+// NVRTC can compile all of it for three dtypes in a few minutes on 2 cores:
+// compile time grows with items x vec (the unrolled register block), which
+// is why the largest tiles come only as 16 x 16 / 32 x 16 (see bench/NOTES.md).
 constexpr int kVecs[] = {2, 4, 8};
-constexpr int kSequentialThreads[] = {64, 128, 256};
+// Sequential parallelism is B*W/vec threads: small blocks spread them over more SMs.
+constexpr int kSequentialThreads[] = {64, 128};
 constexpr int kPrefetches[] = {2, 4, 8};
 constexpr int kChunkedThreads[] = {128, 256};
 constexpr int kChunks[] = {32, 64, 128, 256};
 constexpr int kLookbackThreads[] = {128, 256, 512};
-constexpr std::pair<int, int> kSegmentsItems[] = {{4, 16}, {8, 8}, {8, 16}, {16, 8}, {16, 16}, {32, 16}, {4, 32}, {8, 32}};
+constexpr std::pair<int, int> kSegmentsItems[] = {{4, 16}, {8, 8}, {8, 16}, {16, 8}, {16, 16}, {32, 16}};
 // Fewer channel lanes than this per time segment would split a warp over
 // many short rows (poorly coalesced), so such combinations are not enumerated.
 constexpr int kMinLookbackLanes = 16;
