@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "worker/parallel.h"
+
 namespace scantune {
 namespace {
 
@@ -10,12 +12,6 @@ uint32_t Bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
   return u;
-}
-
-float FromBits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
 }
 
 }  // namespace
@@ -27,8 +23,6 @@ uint16_t FloatToBf16(float value) {
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
 }
-
-float Bf16ToFloat(uint16_t bits) { return FromBits(static_cast<uint32_t>(bits) << 16); }
 
 uint16_t FloatToHalf(float value) {
   uint32_t x = Bits(value);
@@ -49,18 +43,6 @@ uint16_t FloatToHalf(float value) {
   return sign | static_cast<uint16_t>(x >> 13);
 }
 
-float HalfToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  const uint32_t mant = h & 0x3ffu;
-  if (exp == 0) {
-    const float v = std::ldexp(static_cast<float>(mant), -24);
-    return sign ? -v : v;
-  }
-  if (exp == 31) return FromBits(sign | 0x7f800000u | (mant << 13));
-  return FromBits(sign | ((exp + 112u) << 23) | (mant << 13));
-}
-
 double RoundToDType(double value, DType dtype) {
   const float f = static_cast<float>(value);
   switch (dtype) {
@@ -71,51 +53,60 @@ double RoundToDType(double value, DType dtype) {
   return f;
 }
 
+namespace {
+
+// Elementwise conversions are memory-bound: below this many elements per
+// thread a thread start costs more than it saves.
+constexpr size_t kGrain = 1 << 16;
+
+template <typename Fn>
+void ForEachChunk(size_t count, Fn&& fn) {
+  ParallelFor(count, kGrain, [&](size_t, size_t begin, size_t end) { fn(begin, end); });
+}
+
+}  // namespace
+
+void EncodeInto(DType dtype, std::span<const double> values, uint8_t* out) {
+  // The dtype switch sits outside the element loops so they stay tight.
+  switch (dtype) {
+    case DType::kF32:
+      ForEachChunk(values.size(), [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) {
+          const float f = static_cast<float>(values[i]);
+          std::memcpy(out + i * 4, &f, 4);
+        }
+      });
+      break;
+    case DType::kBF16:
+      ForEachChunk(values.size(), [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) {
+          const uint16_t b = FloatToBf16(static_cast<float>(values[i]));
+          std::memcpy(out + i * 2, &b, 2);
+        }
+      });
+      break;
+    case DType::kF16:
+      ForEachChunk(values.size(), [&](size_t begin, size_t end) {
+        for (size_t i = begin; i < end; ++i) {
+          const uint16_t b = FloatToHalf(static_cast<float>(values[i]));
+          std::memcpy(out + i * 2, &b, 2);
+        }
+      });
+      break;
+  }
+}
+
 std::vector<uint8_t> EncodeAs(DType dtype, std::span<const double> values) {
   std::vector<uint8_t> out(values.size() * static_cast<size_t>(ElementBytes(dtype)));
-  for (size_t i = 0; i < values.size(); ++i) {
-    const float f = static_cast<float>(values[i]);
-    switch (dtype) {
-      case DType::kF32: std::memcpy(&out[i * 4], &f, 4); break;
-      case DType::kBF16: {
-        const uint16_t b = FloatToBf16(f);
-        std::memcpy(&out[i * 2], &b, 2);
-        break;
-      }
-      case DType::kF16: {
-        const uint16_t b = FloatToHalf(f);
-        std::memcpy(&out[i * 2], &b, 2);
-        break;
-      }
-    }
-  }
+  EncodeInto(dtype, values, out.data());
   return out;
 }
 
 std::vector<double> DecodeFrom(DType dtype, const uint8_t* bytes, size_t count) {
   std::vector<double> out(count);
-  for (size_t i = 0; i < count; ++i) {
-    switch (dtype) {
-      case DType::kF32: {
-        float f;
-        std::memcpy(&f, bytes + i * 4, 4);
-        out[i] = f;
-        break;
-      }
-      case DType::kBF16: {
-        uint16_t b;
-        std::memcpy(&b, bytes + i * 2, 2);
-        out[i] = Bf16ToFloat(b);
-        break;
-      }
-      case DType::kF16: {
-        uint16_t b;
-        std::memcpy(&b, bytes + i * 2, 2);
-        out[i] = HalfToFloat(b);
-        break;
-      }
-    }
-  }
+  ForEachChunk(count, [&](size_t begin, size_t end) {
+    for (size_t i = begin; i < end; ++i) out[i] = DecodeAt(dtype, bytes, i);
+  });
   return out;
 }
 

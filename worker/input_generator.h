@@ -2,7 +2,9 @@
 // job's seed and already rounded to the problem's dtype (the reference runs
 // on exactly the values the kernel reads). The generator is splitmix64 with
 // Box-Muller, written out here so that a seed gives the same inputs on every
-// platform and standard library. Pure; thread-safe.
+// platform and standard library. Every element's draws are computed from
+// its index (splitmix64 is counter-based), so generation runs on all host
+// threads and the values never depend on the thread count. Pure; thread-safe.
 #pragma once
 
 #include <cstdint>

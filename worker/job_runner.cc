@@ -128,7 +128,7 @@ Status JobRunner::Run(const v1::Job& job) {
     modules.push_back(std::move(*module));
   }
   Timer timer(ctx_, problem, TimingSettings::FromProto(job.timing(), job.has_timing()), job.seed(), kernel_timeout_ms,
-              device_.copy_gbps(), static_cast<uint64_t>(device_.l2_bytes()));
+              device_.copy_gbps(), static_cast<uint64_t>(device_.l2_bytes()), verifier.prepared());
   auto results = timer.Run(timed, [&](size_t k) { return Started(job, job.candidates(legal[k]), "time"); });
   if (!results.ok()) return done("timing: " + results.status().message());
   for (size_t k = 0; k < legal.size(); ++k) {

@@ -27,6 +27,7 @@
 #include "worker/candidate_module.h"
 #include "worker/candidate_outcome.h"
 #include "worker/gpu_context.h"
+#include "worker/output_check.h"
 
 namespace scantune {
 
@@ -57,8 +58,11 @@ struct TimingResult {
 
 class Timer {
  public:
+  // `prepared`: the job's inputs as the Verifier generated them from the
+  // same seed (Verifier::prepared()), which must outlive the Timer; null:
+  // the Timer generates them itself.
   Timer(const GpuContext& ctx, const Problem& problem, TimingSettings settings, uint64_t seed, double kernel_timeout_ms,
-        double copy_gbps, uint64_t l2_bytes);
+        double copy_gbps, uint64_t l2_bytes, const VerificationData* prepared = nullptr);
 
   // Called before each stint with the candidate's index; its error aborts the run.
   using StintCallback = std::function<Status(size_t index)>;
@@ -76,6 +80,7 @@ class Timer {
   double kernel_timeout_ms_;
   double copy_gbps_;
   uint64_t l2_bytes_;
+  const VerificationData* prepared_;
 };
 
 }  // namespace scantune

@@ -1,15 +1,15 @@
 #include "worker/verifier.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <cstring>
+#include <chrono>
+#include <span>
 #include <tuple>
 #include <utility>
 
+#include "common/log.h"
 #include "worker/candidate_module.h"
 #include "worker/device_buffer.h"
-#include "worker/dtype_convert.h"
+#include "worker/parallel.h"
 
 namespace scantune {
 namespace {
@@ -17,66 +17,6 @@ namespace {
 struct Buffers {
   DeviceBuffer a, x, h, h0, h_final, dh, da, dx, dh0, workspace;
 };
-
-std::string FormatDouble(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-// "(b=1, t=6, c=32)" for a (B, L, W) tensor, "(b=1, c=32)" for a (B, W) state.
-std::string Position(size_t index, const Shape& shape, bool is_state) {
-  const size_t W = static_cast<size_t>(shape.width), L = static_cast<size_t>(shape.length);
-  if (is_state) return "(b=" + std::to_string(index / W) + ", c=" + std::to_string(index % W) + ")";
-  return "(b=" + std::to_string(index / (L * W)) + ", t=" + std::to_string(index / W % L) +
-         ", c=" + std::to_string(index % W) + ")";
-}
-
-struct Comparison {
-  v1::ResultState state = v1::OK;
-  double rel_err = 0.0;
-  std::string detail;
-};
-
-// Checks one output read back as raw bytes of `dtype` against the reference.
-Comparison Compare(const char* name, DType dtype, const std::vector<uint8_t>& raw, const std::vector<double>& ref,
-                   const Shape& shape, bool is_state, double tolerance) {
-  Comparison c;
-  const size_t bytes = static_cast<size_t>(ElementBytes(dtype));
-  const std::vector<double> out = DecodeFrom(dtype, raw.data(), ref.size());
-  double max_ref = 0.0, max_diff = 0.0;
-  size_t worst = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    if (!std::isfinite(out[i])) {
-      const bool poison = std::all_of(raw.begin() + static_cast<std::ptrdiff_t>(i * bytes),
-                                      raw.begin() + static_cast<std::ptrdiff_t>((i + 1) * bytes),
-                                      [](uint8_t b) { return b == DeviceBuffer::kPoisonByte; });
-      c.state = v1::WRONG_RESULT;
-      c.rel_err = INFINITY;
-      c.detail = std::string(name) + "[" + std::to_string(i) + "] " + Position(i, shape, is_state) +
-                 (poison ? " was never written (poison left)" : " is " + FormatDouble(out[i]) + " (not finite)");
-      return c;
-    }
-    max_ref = std::max(max_ref, std::fabs(ref[i]));
-    const double diff = std::fabs(out[i] - ref[i]);
-    if (diff > max_diff) {
-      max_diff = diff;
-      worst = i;
-    }
-  }
-  // An all-zero reference (never with these inputs) falls back to absolute error.
-  c.rel_err = max_diff / (max_ref > 0.0 ? max_ref : 1.0);
-  if (!(c.rel_err <= tolerance)) {
-    c.state = v1::WRONG_RESULT;
-    c.detail = std::string(name) + ": max|out-ref|/max|ref| = " + FormatDouble(c.rel_err) + " > " +
-               FormatDouble(tolerance) + "; worst at " + name + "[" + std::to_string(worst) + "] " +
-               Position(worst, shape, is_state) + ": out " + FormatDouble(out[worst]) + ", ref " +
-               FormatDouble(ref[worst]);
-  }
-  return c;
-}
-
-std::vector<uint8_t> EncodeF32(const std::vector<double>& values) { return EncodeAs(DType::kF32, values); }
 
 }  // namespace
 
@@ -90,21 +30,22 @@ double Tolerance(DType dtype) {
 }
 
 Verifier::Verifier(const GpuContext& ctx, const Problem& problem, uint64_t seed, Options options)
-    : ctx_(ctx),
-      problem_(problem),
-      options_(options),
-      inputs_(GenerateInputs(problem, seed)),
-      a_bytes_(EncodeAs(problem.dtype, inputs_.a)),
-      x_bytes_(EncodeAs(problem.dtype, inputs_.x)),
-      dh_bytes_(EncodeAs(problem.dtype, inputs_.dh)),
-      h0_bytes_(EncodeF32(inputs_.h0)) {}
+    : ctx_(ctx), problem_(problem), seed_(seed), options_(options) {}
 
-const LinearScanForwardRef& Verifier::ForwardRef() {
-  if (!forward_ref_) forward_ref_ = LinearScanForward(problem_.shape, inputs_.a, inputs_.x, inputs_.h0);
-  return *forward_ref_;
+const VerificationData& Verifier::Job() {
+  if (!job_) {
+    const auto start = std::chrono::steady_clock::now();
+    job_ = PrepareVerification(problem_, seed_, options_.check);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    // Once per job; worth seeing next to the per-candidate lines.
+    Logger("worker")->info("{}: inputs and reference prepared in {:.0f} ms on {} host threads", problem_.Key(), ms,
+                           HostThreads());
+  }
+  return *job_;
 }
 
 StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
+  const VerificationData& job = Job();
   CandidateOutcome out;
   CudaFailure failure;
   const bool wants_fwd = problem_.mode != Mode::kBwd;
@@ -167,20 +108,18 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
     Status st = b.buffer->Fill(DeviceBuffer::kPoisonByte, &failure);
     if (!st.ok()) return fail(st);
   }
-  const std::vector<uint8_t>& a_bytes = a_bytes_;
-  const std::vector<uint8_t>& x_bytes = x_bytes_;
-  const std::vector<uint8_t>& dh_bytes = dh_bytes_;
-  const std::vector<uint8_t>& h0_bytes = h0_bytes_;
-  for (auto [b, bytes] : {std::pair{&buf.a, &a_bytes}, {&buf.x, &x_bytes}, {&buf.dh, &dh_bytes}, {&buf.h0, &h0_bytes}}) {
+  // The same bytes for every candidate, uploaded afresh: the previous
+  // candidate's buffers are gone, whatever it wrote with them.
+  for (auto [b, bytes] : {std::pair{&buf.a, &job.a}, {&buf.x, &job.x}, {&buf.dh, &job.dh}, {&buf.h0, &job.h0}}) {
     Status st = b->Upload(bytes->data(), bytes->size(), &failure);
     if (!st.ok()) return fail(st);
   }
   // The h the backward reads: the reference forward in bwd-only mode, the
   // candidate's own forward otherwise (downloaded after the fwd phase).
-  std::vector<uint8_t> h_bytes;
+  std::span<const uint8_t> h_read;
   if (!wants_fwd) {
-    h_bytes = EncodeAs(problem_.dtype, ForwardRef().h);
-    Status st = buf.h.Upload(h_bytes.data(), h_bytes.size(), &failure);
+    h_read = job.h_for_bwd;
+    Status st = buf.h.Upload(h_read.data(), h_read.size(), &failure);
     if (!st.ok()) return fail(st);
   }
   {
@@ -223,11 +162,17 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
     if (!report.empty()) report = std::string("after the ") + phase + " phase, " + report;
     return report;
   };
-  auto download = [&](const DeviceBuffer& b, uint64_t bytes, std::vector<uint8_t>* host) -> Status {
-    host->resize(bytes);
-    return b.Download(host->data(), bytes, &failure);
+  // Into a host buffer kept across candidates, which only ever grows: after
+  // the first candidate no page is allocated or zeroed again. The result is
+  // the first `bytes` bytes of it.
+  auto download = [&](const DeviceBuffer& b, uint64_t bytes, std::vector<uint8_t>* host,
+                      std::span<const uint8_t>* got) -> Status {
+    if (host->size() < bytes) host->resize(bytes);
+    RETURN_IF_ERROR(b.Download(host->data(), bytes, &failure));
+    *got = std::span<const uint8_t>(host->data(), bytes);
+    return Status::Ok();
   };
-  auto record = [&](const Comparison& c) {
+  auto record = [&](const OutputCheck& c) {
     out.rel_err = std::max(out.rel_err, c.rel_err);
     if (c.state != v1::OK && out.state == v1::OK) {
       out.state = c.state;
@@ -245,14 +190,13 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
       out.detail = *guards;
       return out;
     }
-    std::vector<uint8_t> h_final_bytes;
-    st = download(buf.h, n * e, &h_bytes);
-    if (st.ok()) st = download(buf.h_final, states * 4, &h_final_bytes);
+    std::span<const uint8_t> h_final;
+    st = download(buf.h, n * e, &h_host_, &h_read);
+    if (st.ok()) st = download(buf.h_final, states * 4, &h_final_host_, &h_final);
     if (!st.ok()) return fail(st);
     if (options_.check) {
-      const LinearScanForwardRef& ref = ForwardRef();
-      record(Compare("h", problem_.dtype, h_bytes, ref.h, shape, false, tolerance));
-      record(Compare("h_final", DType::kF32, h_final_bytes, ref.h_final, shape, true, tolerance));
+      record(CheckOutput({"h", problem_.dtype}, h_read, job.forward.h, shape, tolerance));
+      record(CheckOutput({"h_final", DType::kF32, /*is_state=*/true}, h_final, job.forward.h_final, shape, tolerance));
       if (!out.ok()) return out;
     }
   }
@@ -267,34 +211,44 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
       out.detail = *guards;
       return out;
     }
-    std::vector<uint8_t> da_bytes, dx_bytes, dh0_bytes, h_after;
-    st = download(buf.da, n * e, &da_bytes);
-    if (st.ok()) st = download(buf.dx, n * e, &dx_bytes);
-    if (st.ok() && problem_.has_h0) st = download(buf.dh0, states * 4, &dh0_bytes);
-    if (st.ok()) st = download(buf.h, n * e, &h_after);
+    // The gradients come back only to be compared; a time-only job needs
+    // just h (the phase's faults already surfaced in WaitStream).
+    std::span<const uint8_t> h_after, da, dx, dh0;
+    st = download(buf.h, n * e, &h_after_host_, &h_after);
+    if (st.ok() && options_.check) st = download(buf.da, n * e, &da_host_, &da);
+    if (st.ok() && options_.check) st = download(buf.dx, n * e, &dx_host_, &dx);
+    if (st.ok() && options_.check && problem_.has_h0) st = download(buf.dh0, states * 4, &dh0_host_, &dh0);
     if (!st.ok()) return fail(st);
-    if (h_after != h_bytes) {
+    if (options_.check) {
+      // One pass: dx, da (against g * the h this backward read) and h unchanged.
+      const BackwardCheck bwd =
+          CheckBackward(problem_.dtype, dx, da, job.reverse.g, h_read, h_after, job.h0_values, shape, tolerance);
+      if (bwd.h_changed) {
+        out.state = v1::GUARD_VIOLATION;
+        out.detail = "the bwd phase wrote into its input h";
+        return out;
+      }
+      record(bwd.dx);
+      record(bwd.da);
+      if (problem_.has_h0) {
+        record(CheckOutput({"dh0", DType::kF32, /*is_state=*/true}, dh0, job.reverse.dh0, shape, tolerance));
+      }
+      if (!out.ok()) return out;
+    } else if (!SameBytes(h_after, h_read)) {
       out.state = v1::GUARD_VIOLATION;
       out.detail = "the bwd phase wrote into its input h";
       return out;
     }
-    if (options_.check && !h_bytes.empty()) {
-      const std::vector<double> h_read = DecodeFrom(problem_.dtype, h_bytes.data(), n);
-      const LinearScanBackwardRef ref = LinearScanBackward(shape, inputs_.a, h_read, inputs_.h0, inputs_.dh);
-      record(Compare("dx", problem_.dtype, dx_bytes, ref.dx, shape, false, tolerance));
-      record(Compare("da", problem_.dtype, da_bytes, ref.da, shape, false, tolerance));
-      if (problem_.has_h0) record(Compare("dh0", DType::kF32, dh0_bytes, ref.dh0, shape, true, tolerance));
-      if (!out.ok()) return out;
-    }
   }
 
   // Inputs are read-only: a kernel that scribbles on them breaks its caller.
-  for (auto [name, b, bytes] : {std::tuple{"a", &buf.a, &a_bytes}, {"x", &buf.x, &x_bytes},
-                                {"dh", &buf.dh, &dh_bytes}, {"h0", &buf.h0, &h0_bytes}}) {
-    std::vector<uint8_t> now;
-    Status st = download(*b, bytes->size(), &now);
+  // One host buffer serves all four in turn.
+  for (auto [name, b, bytes] : {std::tuple{"a", &buf.a, &job.a}, {"x", &buf.x, &job.x}, {"dh", &buf.dh, &job.dh},
+                                {"h0", &buf.h0, &job.h0}}) {
+    std::span<const uint8_t> now;
+    Status st = download(*b, bytes->size(), &input_host_, &now);
     if (!st.ok()) return fail(st);
-    if (now != *bytes) {
+    if (!SameBytes(now, *bytes)) {
       out.state = v1::GUARD_VIOLATION;
       out.detail = std::string("the candidate wrote into its input ") + name;
       return out;
