@@ -30,7 +30,11 @@ double Tolerance(DType dtype) {
 }
 
 Verifier::Verifier(const GpuContext& ctx, const Problem& problem, uint64_t seed, Options options)
-    : ctx_(ctx), problem_(problem), seed_(seed), options_(options) {}
+    : ctx_(ctx), problem_(problem), seed_(seed), options_(options) {
+  // Eagerly, as the inputs were before: the job's preparation happens before
+  // the first CandidateStarted, so no candidate's watchdog is charged for it.
+  (void)Job();
+}
 
 const VerificationData& Verifier::Job() {
   if (!job_) {

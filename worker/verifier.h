@@ -6,7 +6,7 @@
 // float64 reference within the dtype's tolerance. It also measures the
 // candidate's device memory on one input set.
 //
-// Once per job (the first Verify): the inputs from the job's seed (fresh
+// Once per job (in the constructor): the inputs from the job's seed (fresh
 // per job; the daemon gives each job a new seed), their encoded bytes, and
 // the float64 reference (forward h, h_final; backward g = dx, dh0). Every
 // candidate then re-uploads those bytes (a buggy kernel may write anywhere,
@@ -58,12 +58,12 @@ class Verifier {
   // A Status error means the worker, not the candidate, failed.
   StatusOr<CandidateOutcome> Verify(const v1::Candidate& candidate);
 
-  // The job's inputs and reference once a Verify has built them, else null.
+  // The job's inputs and reference (built by the constructor).
   // The Timer takes the inputs from here instead of generating them again.
   const VerificationData* prepared() const { return job_ ? &*job_ : nullptr; }
 
  private:
-  // Builds job_ on first use (the first candidate pays for it).
+  // Builds job_ on first use (the constructor).
   const VerificationData& Job();
 
   const GpuContext& ctx_;
