@@ -10,10 +10,11 @@ what=${1:-all}
 out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$root/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-# The build tree's ctest files name absolute paths under /work/main.
-if [ ! -e /work/main ]; then mkdir -p /work && ln -s "$root" /work/main; fi
+# The build tree's ctest files name absolute paths under the source dir it was built in.
+src=$(cat "$root/.bundle/SOURCE_DIR")
+if [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
 [ -e "$root/build" ] || ln -s "$root/.bundle/build" "$root/build"
-bin=/work/main/build
+bin=$src/build
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv | tee "$out/gpu.txt"
 
 if [ "$what" = tests ] || [ "$what" = all ]; then

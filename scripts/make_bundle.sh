@@ -23,4 +23,6 @@ find .bundle/build -type f -perm -u+x | while read -r f; do
   fi
 done | sort -u | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libnvrtc[^/]*|libpthread|libdl|librt)\.so' \
   | xargs -r -I{} cp -L {} .bundle/lib/
+# ctest files name the absolute source and build paths; gpu_round.sh links them.
+pwd > .bundle/SOURCE_DIR
 du -sh .bundle .bundle/lib .bundle/build
