@@ -32,6 +32,8 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
       return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'c', &Variant::chunk}};
     case Algorithm::kLookback:
       return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'s', &Variant::segments}, {'i', &Variant::items}};
+    case Algorithm::kLookbackSmem:
+      return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'c', &Variant::strip}, {'i', &Variant::tile}};
     case Algorithm::kTestFault:
     case Algorithm::kTestHang:
       return {};
@@ -46,6 +48,7 @@ const char* AlgorithmName(Algorithm algorithm) {
     case Algorithm::kSequential: return "sequential";
     case Algorithm::kChunked: return "chunked";
     case Algorithm::kLookback: return "lookback";
+    case Algorithm::kLookbackSmem: return "lookbacksmem";
     case Algorithm::kTestFault: return "test_fault";
     case Algorithm::kTestHang: return "test_hang";
   }
@@ -83,8 +86,10 @@ StatusOr<Variant> Variant::Parse(std::string_view name) {
     v.algorithm = Algorithm::kChunked;
   } else if (algo == "lookback") {
     v.algorithm = Algorithm::kLookback;
+  } else if (algo == "lookbacksmem") {
+    v.algorithm = Algorithm::kLookbackSmem;
   } else {
-    return bad("unknown algorithm '" + std::string(algo) + "' (sequential, chunked, lookback)");
+    return bad("unknown algorithm '" + std::string(algo) + "' (sequential, chunked, lookback, lookbacksmem)");
   }
   const std::vector<KnobSpec> knobs = KnobsOf(v.algorithm);
   if (parts.size() != knobs.size() + 1) {
@@ -110,6 +115,7 @@ int Variant::Complexity() const {
     case Algorithm::kSequential: return 0;
     case Algorithm::kChunked: return 1;
     case Algorithm::kLookback: return 2;
+    case Algorithm::kLookbackSmem: return 3;
     case Algorithm::kTestFault:
     case Algorithm::kTestHang: return 100;
   }
@@ -118,7 +124,7 @@ int Variant::Complexity() const {
 
 size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
-  for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch}) {
+  for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

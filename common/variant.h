@@ -17,6 +17,7 @@ enum class Algorithm {
   kSequential,   // one thread walks the whole sequence of `vec` channels
   kChunked,      // three phases: chunk-local scan, carry scan over chunks, fix-up
   kLookback,     // single pass: warp/block prefix over time segments, decoupled look-back between time tiles
+  kLookbackSmem, // kLookback with the tile staged in shared memory by cp.async instead of held in registers
   kTestFault,    // test-only: writes far outside its buffers (must be recorded, never selected)
   kTestHang,     // test-only: spins forever (must be recorded as TIMEOUT)
 };
@@ -29,6 +30,8 @@ struct Variant {
   int segments = 1;   // kLookback: threads along time within a block
   int items = 1;      // kLookback: timesteps per thread (held in registers)
   int prefetch = 1;   // kSequential: timesteps loaded ahead (loads in flight per thread)
+  int strip = 0;      // kLookbackSmem: channels per block
+  int tile = 0;       // kLookbackSmem: timesteps per block (staged in shared memory)
 
   std::string Name() const;
   static StatusOr<Variant> Parse(std::string_view name);

@@ -41,6 +41,18 @@ constexpr int64_t kMaxStaticShared = 48 * 1024;
 // defeats the point of holding them.
 constexpr int64_t kMaxLookbackHeldBytes = 512;
 
+// lookbacksmem: channels x timesteps per block, staged in shared memory.
+// bf16 fwd stages 4 bytes per element (a, x), bwd 6 (a, dh, h): 64 x 256 is
+// 64 KB fwd (3 blocks per SM) and 96 KB bwd (2 per SM). See bench/NOTES.md.
+constexpr int kSmemVecs[] = {4, 8};
+constexpr int kSmemThreads[] = {128, 256};
+constexpr std::pair<int, int> kSmemStripTiles[] = {{64, 128}, {64, 256}, {128, 64}, {128, 128}};
+// More segments than this make the per-thread prefix over segments (O(segments)
+// shared loads per channel) cost more than the scan; fewer steps per thread
+// than this leave the segments too short to amortise it.
+constexpr int kMaxSmemSegments = 16;
+constexpr int kMinSmemSteps = 8;
+
 constexpr uint64_t kLookbackHeaderBytes = 256;  // ticket counter, padded
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -84,6 +96,33 @@ LookbackGeometry Geometry(const Variant& v, const Shape& s) {
   g.workspace_bytes = g.zero_bytes + n * static_cast<uint64_t>(g.strip) * (sizeof(float) * 2 + sizeof(float));
   // s_ticket, s_A and s_H [segments][strip], s_carry [strip]
   g.static_shared = 16 + 2 * int64_t{v.segments} * g.strip * 4 + g.strip * 4;
+  return g;
+}
+
+// lookbacksmem geometry: blocks and workspace as the register look-back, with
+// kStrip = strip and kTile = tile; dynamic shared memory per phase.
+struct SmemGeometry {
+  int64_t lanes, segments, strips, tiles, blocks;
+  uint64_t zero_bytes, workspace_bytes;
+  int64_t fwd_shared, bwd_shared;
+};
+
+SmemGeometry GeometrySmem(const Variant& v, const Shape& s, DType dtype) {
+  SmemGeometry g;
+  g.lanes = v.strip / v.vec;
+  g.segments = v.threads / g.lanes;
+  g.strips = CeilDiv(s.width, v.strip);
+  g.tiles = CeilDiv(s.length, v.tile);
+  g.blocks = s.batch * g.strips * g.tiles;
+  const uint64_t n = static_cast<uint64_t>(g.blocks);
+  g.zero_bytes = RoundUp(kLookbackHeaderBytes + 4 * n, 256);
+  g.workspace_bytes = g.zero_bytes + n * static_cast<uint64_t>(v.strip) * (sizeof(float) * 2 + sizeof(float));
+  // Mirrors SmemLayout in kernels_src/linear_scan_smem.cuh: [kIn][tile][strip]
+  // elements, s_A and s_H [segments][strip] fp32, s_carry [strip] fp32, ticket.
+  const int64_t tile_elems = int64_t{v.tile} * v.strip;
+  const int64_t extra = (2 * g.segments * v.strip + v.strip) * 4 + 16;
+  g.fwd_shared = 2 * tile_elems * ElementBytes(dtype) + extra;
+  g.bwd_shared = 3 * tile_elems * ElementBytes(dtype) + extra;
   return g;
 }
 
@@ -148,6 +187,23 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
         v.vec = vec;
         v.threads = threads;
         v.chunk = chunk;
+        variants.push_back(v);
+      }
+    }
+  }
+  for (int vec : kSmemVecs) {
+    for (int threads : kSmemThreads) {
+      for (auto [strip, tile] : kSmemStripTiles) {
+        const int lanes = strip / vec;
+        if (threads % lanes != 0) continue;
+        const int segments = threads / lanes;
+        if (segments > kMaxSmemSegments || tile % segments != 0 || tile / segments < kMinSmemSteps) continue;
+        Variant v;
+        v.algorithm = Algorithm::kLookbackSmem;
+        v.vec = vec;
+        v.threads = threads;
+        v.strip = strip;
+        v.tile = tile;
         variants.push_back(v);
       }
     }
@@ -233,6 +289,33 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       }
       return CheckGrid(g.blocks, "lookback");
     }
+    case Algorithm::kLookbackSmem: {
+      RETURN_IF_ERROR(CheckCommonKnobs(v, device));
+      if (v.vec < 2) return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8} (lookbacksmem)");
+      if (v.strip < 8 || v.strip > 1024 || v.strip % 8 != 0) {
+        return InvalidArgument("strip " + std::to_string(v.strip) + " is not a multiple of 8 in [8, 1024]");
+      }
+      const int lanes = v.strip / v.vec;
+      if (v.threads % lanes != 0) {
+        return InvalidArgument("strip / vec = " + std::to_string(lanes) + " lanes must divide threads " +
+                               std::to_string(v.threads));
+      }
+      const int segments = v.threads / lanes;
+      if (v.tile < 1 || v.tile > 4096 || v.tile % segments != 0) {
+        return InvalidArgument("tile " + std::to_string(v.tile) + " must be in [1, 4096] and a multiple of the " +
+                               std::to_string(segments) + " segments");
+      }
+      const SmemGeometry g = GeometrySmem(v, s, problem.dtype);
+      const int64_t shared = std::max(HasFwd(problem.mode) ? g.fwd_shared : 0, HasBwd(problem.mode) ? g.bwd_shared : 0);
+      if (shared > device.max_shared_per_block) {
+        return ResourceExhausted("shared memory " + std::to_string(shared) + " bytes exceeds " +
+                                 std::to_string(device.max_shared_per_block));
+      }
+      if (g.blocks > INT_MAX / 2) {
+        return ResourceExhausted("lookbacksmem needs " + std::to_string(g.blocks) + " tiles, over 2^30");
+      }
+      return CheckGrid(g.blocks, "lookbacksmem");
+    }
   }
   return InvalidArgument("unknown algorithm");
 }
@@ -255,6 +338,9 @@ std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype) {
     case Algorithm::kLookback:
       return {Instance("linear_scan_fwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items}),
               Instance("linear_scan_bwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items})};
+    case Algorithm::kLookbackSmem:
+      return {Instance("linear_scan_fwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile}),
+              Instance("linear_scan_bwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile})};
     case Algorithm::kTestFault:
       return {Instance("linear_scan_fwd_test_fault", dtype, {}), Instance("linear_scan_bwd_test_fault", dtype, {})};
     case Algorithm::kTestHang:
@@ -309,6 +395,15 @@ StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const De
       // Shared memory is static in the kernel: nothing dynamic to pass.
       if (fwd) add(0, "fwd", g.blocks, v.threads);
       if (bwd) add(1, "bwd", g.blocks, v.threads);
+      plan.workspace_bytes = g.workspace_bytes;
+      plan.workspace_zero_bytes = g.zero_bytes;
+      break;
+    }
+    case Algorithm::kLookbackSmem: {
+      const SmemGeometry g = GeometrySmem(v, s, problem.dtype);
+      // Dynamic shared memory; over 48 KiB the worker raises the function's limit.
+      if (fwd) add(0, "fwd", g.blocks, v.threads, static_cast<uint32_t>(g.fwd_shared));
+      if (bwd) add(1, "bwd", g.blocks, v.threads, static_cast<uint32_t>(g.bwd_shared));
       plan.workspace_bytes = g.workspace_bytes;
       plan.workspace_zero_bytes = g.zero_bytes;
       break;

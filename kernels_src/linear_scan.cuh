@@ -605,6 +605,9 @@ __global__ void __launch_bounds__(THREADS) linear_scan_bwd_lookback(const Linear
   scan::LookbackScan<T, VEC, THREADS, SEGMENTS, ITEMS, true>(p);
 }
 
+// e) lookbacksmem: the look-back with the tile staged in shared memory.
+#include "linear_scan_smem.cuh"
+
 // ============================================================================
 // d) test-only kernels: they exist to prove that the daemon survives a
 //    faulting or hanging variant. Enumerated only with include_test_variants.

@@ -39,7 +39,8 @@ TEST(Enumerate, SizeAndFamilies) {
     families.insert(v.algorithm);
     vecs.insert(v.vec);
   }
-  EXPECT_EQ(families, (std::set<Algorithm>{Algorithm::kSequential, Algorithm::kChunked, Algorithm::kLookback}));
+  EXPECT_EQ(families, (std::set<Algorithm>{Algorithm::kSequential, Algorithm::kChunked, Algorithm::kLookback,
+                                            Algorithm::kLookbackSmem}));
   EXPECT_EQ(vecs, (std::set<int>{2, 4, 8}));
   const std::vector<Variant> with_tests = EnumerateVariants(Op::kLinearScan, true);
   EXPECT_EQ(with_tests.size(), all.size() + 2);
@@ -78,6 +79,12 @@ TEST(CanImplement, Rejections) {
            Case{"lookback_v8_t256_s8_i32", fp32_bwd, StatusCode::kResourceExhausted, "would spill"},
            Case{"sequential_v4_t128_p32", p, StatusCode::kInvalidArgument, "prefetch 32"},
            Case{"chunked_v4_t128_c100000", p, StatusCode::kInvalidArgument, "chunk 100000"},
+           Case{"lookbacksmem_v1_t128_c64_i256", p, StatusCode::kInvalidArgument, "vec 1"},
+           Case{"lookbacksmem_v4_t128_c60_i256", p, StatusCode::kInvalidArgument, "strip 60"},
+           Case{"lookbacksmem_v8_t100_c64_i256", p, StatusCode::kInvalidArgument, "multiple of 32"},
+           Case{"lookbacksmem_v4_t128_c64_i12", p, StatusCode::kInvalidArgument, "tile 12"},
+           Case{"lookbacksmem_v8_t128_c48_i256", p, StatusCode::kInvalidArgument, "lanes must divide"},
+           Case{"lookbacksmem_v8_t128_c128_i512", p, StatusCode::kResourceExhausted, "shared memory"},
        }) {
     Status st = CanImplement(Parsed(c.variant), c.problem, h200);
     EXPECT_EQ(st.code(), c.code) << c.variant << ": " << st.ToString();
@@ -85,6 +92,9 @@ TEST(CanImplement, Rejections) {
   }
   // The register rule depends on dtype and mode: bf16 forward holds half the bytes.
   EXPECT_TRUE(CanImplement(Parsed("lookback_v8_t256_s8_i16"), bf16_fwd, h200).ok());
+  // lookbacksmem stages 2 inputs forward, 3 backward: 128 x 384 bf16 fits forward only.
+  EXPECT_TRUE(CanImplement(Parsed("lookbacksmem_v8_t128_c128_i384"), bf16_fwd, h200).ok());
+  EXPECT_EQ(CanImplement(Parsed("lookbacksmem_v8_t128_c128_i384"), p, h200).code(), StatusCode::kResourceExhausted);
   // A smaller device limit on shared memory is honoured.
   DeviceLimits small = h200;
   small.max_shared_per_block = 16 * 1024;
@@ -133,6 +143,15 @@ void ExpectPlanCovers(const Variant& v, const Problem& p, const LaunchPlan& plan
         const int64_t tile = int64_t{v.segments} * v.items;
         EXPECT_EQ(launch.grid[0], static_cast<uint64_t>(s.batch * CeilDiv(s.width, strip) * CeilDiv(s.length, tile)));
         EXPECT_EQ(launch.shared_bytes, 0u);  // static shared memory
+        break;
+      }
+      case Algorithm::kLookbackSmem: {
+        EXPECT_EQ(launch.block[0], static_cast<uint32_t>(v.threads));
+        EXPECT_EQ(launch.grid[0], static_cast<uint64_t>(s.batch * CeilDiv(s.width, v.strip) * CeilDiv(s.length, v.tile)));
+        // Dynamic shared memory: the staged inputs (2 fwd, 3 bwd) plus the combine.
+        const uint64_t staged = uint64_t{launch.phase == "fwd" ? 2u : 3u} * v.tile * v.strip * ElementBytes(p.dtype);
+        EXPECT_GT(launch.shared_bytes, staged);
+        EXPECT_LE(launch.shared_bytes, 227u * 1024);
         break;
       }
       default:
@@ -193,6 +212,18 @@ TEST(MakePlan, Workspaces) {
   const uint64_t zero = (256 + 4 * tiles + 255) / 256 * 256;
   EXPECT_EQ(lookback->workspace_zero_bytes, zero);
   EXPECT_EQ(lookback->workspace_bytes, zero + tiles * 256 * 12);
+
+  // lookbacksmem_v4_t128_c64_i256: 16 lanes x 8 segments of 32 steps.
+  StatusOr<LaunchPlan> smem = MakePlan(Parsed("lookbacksmem_v4_t128_c64_i256"), p, h200);
+  ASSERT_TRUE(smem.ok());
+  ASSERT_EQ(smem->launches.size(), 2u);
+  const uint64_t smem_tiles = 4 * (2048 / 64) * (2048 / 256);
+  EXPECT_EQ(smem->launches[0].grid[0], smem_tiles);
+  EXPECT_EQ(smem->launches[0].shared_bytes, 2u * 256 * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
+  EXPECT_EQ(smem->launches[1].shared_bytes, 3u * 256 * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
+  const uint64_t smem_zero = (256 + 4 * smem_tiles + 255) / 256 * 256;
+  EXPECT_EQ(smem->workspace_zero_bytes, smem_zero);
+  EXPECT_EQ(smem->workspace_bytes, smem_zero + smem_tiles * 64 * 12);
 }
 
 TEST(MakePlan, RejectsWhatCanImplementRejects) {
@@ -206,6 +237,9 @@ TEST(NameExpressions, InstancesPerFamilyAndDtype) {
   EXPECT_EQ(NameExpressions(Parsed("sequential_v2_t64_p8"), Op::kLinearScan, DType::kF16)[0],
             "linear_scan_fwd_sequential<__half, 2, 64, 8>");
   EXPECT_EQ(NameExpressions(Parsed("chunked_v2_t128_c32"), Op::kLinearScan, DType::kF32).size(), 6u);
+  EXPECT_EQ(NameExpressions(Parsed("lookbacksmem_v8_t128_c64_i256"), Op::kLinearScan, DType::kBF16),
+            (std::vector<std::string>{"linear_scan_fwd_lookbacksmem<__nv_bfloat16, 8, 128, 64, 256>",
+                                      "linear_scan_bwd_lookbacksmem<__nv_bfloat16, 8, 128, 64, 256>"}));
   EXPECT_EQ(NameExpressions(Parsed("test_fault"), Op::kLinearScan, DType::kF32)[0],
             "linear_scan_fwd_test_fault<float>");
 }

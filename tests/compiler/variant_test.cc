@@ -26,8 +26,8 @@ TEST(VariantNames, EveryEnumeratedVariantRoundTrips) {
 }
 
 TEST(VariantNames, KnownNamesParse) {
-  for (const char* name : {"sequential_v2_t128_p4", "chunked_v2_t128_c64", "lookback_v4_t256_s8_i8", "test_fault",
-                           "test_hang"}) {
+  for (const char* name : {"sequential_v2_t128_p4", "chunked_v2_t128_c64", "lookback_v4_t256_s8_i8",
+                           "lookbacksmem_v8_t128_c64_i256", "test_fault", "test_hang"}) {
     StatusOr<Variant> parsed = Variant::Parse(name);
     ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
     EXPECT_EQ(parsed->Name(), name);
@@ -39,6 +39,13 @@ TEST(VariantNames, KnownNamesParse) {
   EXPECT_EQ(lookback->threads, 256);
   EXPECT_EQ(lookback->segments, 8);
   EXPECT_EQ(lookback->items, 8);
+  StatusOr<Variant> smem = Variant::Parse("lookbacksmem_v8_t128_c64_i256");
+  ASSERT_TRUE(smem.ok());
+  EXPECT_EQ(smem->algorithm, Algorithm::kLookbackSmem);
+  EXPECT_EQ(smem->vec, 8);
+  EXPECT_EQ(smem->threads, 128);
+  EXPECT_EQ(smem->strip, 64);
+  EXPECT_EQ(smem->tile, 256);
 }
 
 TEST(VariantNames, BadNamesAreRejectedWithReasons) {
@@ -54,6 +61,8 @@ TEST(VariantNames, BadNamesAreRejectedWithReasons) {
                         Case{"sequential_v-2_t128_p4", "positive integer"},
                         Case{"chunked_v2_t128_c", "must start with 'c'"},
                         Case{"chunked_v2_t12x_c64", "positive integer"},
+                        Case{"lookbacksmem_v8_t128_c64", "expected 4 knobs"},
+                        Case{"lookbacksmem_v8_t128_s8_i256", "must start with 'c'"},
                         Case{"test_fault_v2", "unknown algorithm"}}) {
     StatusOr<Variant> parsed = Variant::Parse(c.name);
     ASSERT_FALSE(parsed.ok()) << "'" << c.name << "' parsed";
