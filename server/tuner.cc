@@ -346,6 +346,11 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
     if (retimed.ok()) {
       field.clear();
       for (v1::Record& r : *retimed) {
+        // The re-timing pass does not verify; its legality and error are the
+        // verification pass's, so carry that rel_err over instead of a 0.
+        for (int k = 0; k < top; ++k) {
+          if (records[legal[k]].variant() == r.variant()) r.set_rel_err(records[legal[k]].rel_err());
+        }
         records.push_back(std::move(r));
         const v1::Record& stored = records.back();
         if (stored.state() == v1::OK && RankedStats(stored, mode).median_ms() > 0) {
