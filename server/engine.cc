@@ -113,8 +113,9 @@ TuneDevice Engine::Impl::MakeTuneDevice(int index, v1::DeviceInfo info) const {
 }
 
 std::string Engine::Impl::NoGpuMessage(const char* what) const {
-  return std::string("no GPU: ") + what + " needs a GPU; this daemon serves the database and compiles only (" +
-         pool_->note() + ")";
+  std::string note = pool_->note();
+  if (note.rfind("no GPU: ", 0) == 0) note = note.substr(8);
+  return std::string("no GPU: ") + what + " needs a GPU; " + note;
 }
 
 StatusOr<Problem> Engine::Impl::ParseProblem(const v1::Problem& proto) const {

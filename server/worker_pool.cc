@@ -130,8 +130,10 @@ void WorkerPool::Discover() {
     log->warn("device {} skipped: {}", ordinal, error);
   }
   if (devices_.empty()) {
-    no_device_note_ = "no GPU: serving the database and compiling only (" +
-                      (first_error.empty() ? std::string("worker lists no device") : first_error) + ")";
+    // The worker's own message already starts with "no GPU: "; say it once.
+    std::string why = first_error.empty() ? std::string("worker lists no device") : first_error;
+    if (why.rfind("no GPU: ", 0) == 0) why = why.substr(8);
+    no_device_note_ = "no GPU: serving the database and compiling only (" + why + ")";
   }
 }
 
