@@ -34,6 +34,12 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
       return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'s', &Variant::segments}, {'i', &Variant::items}};
     case Algorithm::kLookbackSmem:
       return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'c', &Variant::strip}, {'i', &Variant::tile}};
+    case Algorithm::kLookbackPipe:
+      return {{'v', &Variant::vec},
+              {'t', &Variant::threads},
+              {'c', &Variant::strip},
+              {'i', &Variant::tile},
+              {'b', &Variant::blocks_per_sm}};
     case Algorithm::kTestFault:
     case Algorithm::kTestHang:
       return {};
@@ -49,6 +55,7 @@ const char* AlgorithmName(Algorithm algorithm) {
     case Algorithm::kChunked: return "chunked";
     case Algorithm::kLookback: return "lookback";
     case Algorithm::kLookbackSmem: return "lookbacksmem";
+    case Algorithm::kLookbackPipe: return "lookbackpipe";
     case Algorithm::kTestFault: return "test_fault";
     case Algorithm::kTestHang: return "test_hang";
   }
@@ -88,8 +95,11 @@ StatusOr<Variant> Variant::Parse(std::string_view name) {
     v.algorithm = Algorithm::kLookback;
   } else if (algo == "lookbacksmem") {
     v.algorithm = Algorithm::kLookbackSmem;
+  } else if (algo == "lookbackpipe") {
+    v.algorithm = Algorithm::kLookbackPipe;
   } else {
-    return bad("unknown algorithm '" + std::string(algo) + "' (sequential, chunked, lookback, lookbacksmem)");
+    return bad("unknown algorithm '" + std::string(algo) +
+               "' (sequential, chunked, lookback, lookbacksmem, lookbackpipe)");
   }
   const std::vector<KnobSpec> knobs = KnobsOf(v.algorithm);
   if (parts.size() != knobs.size() + 1) {
@@ -116,6 +126,7 @@ int Variant::Complexity() const {
     case Algorithm::kChunked: return 1;
     case Algorithm::kLookback: return 2;
     case Algorithm::kLookbackSmem: return 3;
+    case Algorithm::kLookbackPipe: return 4;
     case Algorithm::kTestFault:
     case Algorithm::kTestHang: return 100;
   }
@@ -124,7 +135,7 @@ int Variant::Complexity() const {
 
 size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
-  for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile}) {
+  for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

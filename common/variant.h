@@ -18,6 +18,7 @@ enum class Algorithm {
   kChunked,      // three phases: chunk-local scan, carry scan over chunks, fix-up
   kLookback,     // single pass: warp/block prefix over time segments, decoupled look-back between time tiles
   kLookbackSmem, // kLookback with the tile staged in shared memory by cp.async instead of held in registers
+  kLookbackPipe, // kLookbackSmem made persistent: each block loops over tiles, next tile's loads in flight
   kTestFault,    // test-only: writes far outside its buffers (must be recorded, never selected)
   kTestHang,     // test-only: spins forever (must be recorded as TIMEOUT)
 };
@@ -30,8 +31,9 @@ struct Variant {
   int segments = 1;   // kLookback: threads along time within a block
   int items = 1;      // kLookback: timesteps per thread (held in registers)
   int prefetch = 1;   // kSequential: timesteps loaded ahead (loads in flight per thread)
-  int strip = 0;      // kLookbackSmem: channels per block
-  int tile = 0;       // kLookbackSmem: timesteps per block (staged in shared memory)
+  int strip = 0;      // kLookbackSmem, kLookbackPipe: channels per block
+  int tile = 0;       // kLookbackSmem, kLookbackPipe: timesteps per tile (staged in shared memory)
+  int blocks_per_sm = 0;  // kLookbackPipe: persistent blocks per SM (at most; fewer where shared memory is short)
 
   std::string Name() const;
   static StatusOr<Variant> Parse(std::string_view name);

@@ -24,11 +24,15 @@ constexpr int kSequentialThreads[] = {64, 128};
 constexpr int kPrefetches[] = {2, 4, 8};
 constexpr int kChunkedThreads[] = {128, 256};
 constexpr int kChunks[] = {32, 64, 128, 256};
-constexpr int kLookbackThreads[] = {128, 256, 512};
-constexpr std::pair<int, int> kSegmentsItems[] = {{4, 16}, {8, 8}, {8, 16}, {16, 8}, {16, 16}, {32, 16}};
-// Fewer channel lanes than this per time segment would split a warp over
-// many short rows (poorly coalesced), so such combinations are not enumerated.
-constexpr int kMinLookbackLanes = 16;
+// Register look-back: lookbacksmem beat every one of them at every target
+// shape on the H200 (bench/NOTES.md), so only the six best of the former
+// 33 (v {2,4,8} x t {128,256,512} x (s,i)) stay, for the tuner to compare.
+// {vec, threads, segments, items}.
+struct LookbackKnobs {
+  int vec, threads, segments, items;
+};
+constexpr LookbackKnobs kLookbackKept[] = {{4, 256, 16, 16}, {4, 256, 8, 16}, {4, 128, 8, 16},
+                                           {2, 256, 16, 16}, {4, 256, 16, 8}, {4, 256, 8, 8}};
 
 // CUDA's limit on grid.x; every plan here uses grid.x only.
 constexpr int64_t kMaxGridX = INT_MAX;
@@ -44,7 +48,8 @@ constexpr int64_t kMaxLookbackHeldBytes = 512;
 // lookbacksmem: channels x timesteps per block, staged in shared memory.
 // bf16 fwd stages 4 bytes per element (a, x), bwd 6 (a, dh, h): 64 x 256 is
 // 64 KB fwd (3 blocks per SM) and 96 KB bwd (2 per SM). See bench/NOTES.md.
-constexpr int kSmemVecs[] = {4, 8};
+// vec 8 lost to vec 4 at every shape and tile on the H200 (bench/NOTES.md).
+constexpr int kSmemVecs[] = {4};
 constexpr int kSmemThreads[] = {128, 256};
 constexpr std::pair<int, int> kSmemStripTiles[] = {{64, 128}, {64, 256}, {128, 64}, {128, 128}};
 // More segments than this make the per-thread prefix over segments (O(segments)
@@ -52,6 +57,23 @@ constexpr std::pair<int, int> kSmemStripTiles[] = {{64, 128}, {64, 256}, {128, 6
 // than this leave the segments too short to amortise it.
 constexpr int kMaxSmemSegments = 16;
 constexpr int kMinSmemSteps = 8;
+
+// lookbackpipe: {threads, strip, tile, blocks per SM (at most)}, all vec 4.
+// bf16 per block: two buffers of 2 (fwd) / 3 (bwd) x strip x tile x 2 B.
+// c64_i128: 64 + 5 KB fwd (3/SM), 96 + 5 KB bwd (2/SM); c64_i64 and
+// c128_i64 half/equal of that; c64_i256: 128 / 192 KB (1/SM). MakePlan
+// lowers blocks per SM to what the shared memory fits, per phase.
+struct PipeKnobs {
+  int threads, strip, tile, blocks_per_sm;
+};
+constexpr PipeKnobs kPipeVariants[] = {{256, 64, 128, 2}, {256, 64, 128, 3}, {128, 64, 128, 2},
+                                       {128, 64, 128, 3}, {128, 64, 64, 3},  {128, 64, 64, 6},
+                                       {256, 128, 64, 2}, {256, 128, 64, 3}, {256, 64, 256, 1}};
+constexpr int kPipeVec = 4;
+constexpr int kMaxPipeBlocksPerSm = 32;
+// Shared memory the driver reserves per resident block (sm_80+); an SM holds
+// max_shared_per_block + this in total (228 KB on sm_90).
+constexpr int64_t kReservedSharedPerBlock = 1024;
 
 constexpr uint64_t kLookbackHeaderBytes = 256;  // ticket counter, padded
 
@@ -121,9 +143,19 @@ SmemGeometry GeometrySmem(const Variant& v, const Shape& s, DType dtype) {
   // elements, s_A and s_H [segments][strip] fp32, s_carry [strip] fp32, ticket.
   const int64_t tile_elems = int64_t{v.tile} * v.strip;
   const int64_t extra = (2 * g.segments * v.strip + v.strip) * 4 + 16;
-  g.fwd_shared = 2 * tile_elems * ElementBytes(dtype) + extra;
-  g.bwd_shared = 3 * tile_elems * ElementBytes(dtype) + extra;
+  // lookbackpipe stages two tiles (double buffer); its ticket pair fits the same 16 bytes.
+  const int64_t buffers = v.algorithm == Algorithm::kLookbackPipe ? 2 : 1;
+  g.fwd_shared = buffers * 2 * tile_elems * ElementBytes(dtype) + extra;
+  g.bwd_shared = buffers * 3 * tile_elems * ElementBytes(dtype) + extra;
   return g;
+}
+
+// lookbackpipe's persistent grid for one phase: blocks_per_sm per SM, fewer
+// if the SM's shared memory holds fewer, never more blocks than tiles.
+int64_t PipeGrid(const Variant& v, const SmemGeometry& g, int64_t shared, const DeviceLimits& device) {
+  const int64_t fit = (int64_t{device.max_shared_per_block} + kReservedSharedPerBlock) / (shared + kReservedSharedPerBlock);
+  const int64_t per_sm = std::max<int64_t>(1, std::min<int64_t>(v.blocks_per_sm, fit));
+  return std::min<int64_t>(g.blocks, per_sm * std::max(1, device.sm_count));
 }
 
 Status CheckCommonKnobs(const Variant& v, const DeviceLimits& device) {
@@ -208,19 +240,24 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
       }
     }
   }
-  for (int vec : kVecs) {
-    for (int threads : kLookbackThreads) {
-      for (auto [segments, items] : kSegmentsItems) {
-        if (threads % segments != 0 || threads / segments < kMinLookbackLanes) continue;
-        Variant v;
-        v.algorithm = Algorithm::kLookback;
-        v.vec = vec;
-        v.threads = threads;
-        v.segments = segments;
-        v.items = items;
-        variants.push_back(v);
-      }
-    }
+  for (const PipeKnobs& k : kPipeVariants) {
+    Variant v;
+    v.algorithm = Algorithm::kLookbackPipe;
+    v.vec = kPipeVec;
+    v.threads = k.threads;
+    v.strip = k.strip;
+    v.tile = k.tile;
+    v.blocks_per_sm = k.blocks_per_sm;
+    variants.push_back(v);
+  }
+  for (const LookbackKnobs& k : kLookbackKept) {
+    Variant v;
+    v.algorithm = Algorithm::kLookback;
+    v.vec = k.vec;
+    v.threads = k.threads;
+    v.segments = k.segments;
+    v.items = k.items;
+    variants.push_back(v);
   }
   if (include_test_variants) {
     Variant fault;
@@ -289,9 +326,18 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       }
       return CheckGrid(g.blocks, "lookback");
     }
-    case Algorithm::kLookbackSmem: {
+    case Algorithm::kLookbackSmem:
+    case Algorithm::kLookbackPipe: {
+      const bool pipe = v.algorithm == Algorithm::kLookbackPipe;
+      const char* family = pipe ? "lookbackpipe" : "lookbacksmem";
       RETURN_IF_ERROR(CheckCommonKnobs(v, device));
-      if (v.vec < 2) return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8} (lookbacksmem)");
+      if (v.vec < 2) {
+        return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8} (" + family + ")");
+      }
+      if (pipe && (v.blocks_per_sm < 1 || v.blocks_per_sm > kMaxPipeBlocksPerSm)) {
+        return InvalidArgument("blocks per SM " + std::to_string(v.blocks_per_sm) + " not in [1, " +
+                               std::to_string(kMaxPipeBlocksPerSm) + "]");
+      }
       if (v.strip < 8 || v.strip > 1024 || v.strip % 8 != 0) {
         return InvalidArgument("strip " + std::to_string(v.strip) + " is not a multiple of 8 in [8, 1024]");
       }
@@ -312,9 +358,9 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
                                  std::to_string(device.max_shared_per_block));
       }
       if (g.blocks > INT_MAX / 2) {
-        return ResourceExhausted("lookbacksmem needs " + std::to_string(g.blocks) + " tiles, over 2^30");
+        return ResourceExhausted(std::string(family) + " needs " + std::to_string(g.blocks) + " tiles, over 2^30");
       }
-      return CheckGrid(g.blocks, "lookbacksmem");
+      return CheckGrid(g.blocks, family);
     }
   }
   return InvalidArgument("unknown algorithm");
@@ -341,6 +387,10 @@ std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype) {
     case Algorithm::kLookbackSmem:
       return {Instance("linear_scan_fwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile}),
               Instance("linear_scan_bwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile})};
+    case Algorithm::kLookbackPipe:
+      // blocks_per_sm only sizes the grid: not a template argument.
+      return {Instance("linear_scan_fwd_lookbackpipe", dtype, {v.vec, v.threads, v.strip, v.tile}),
+              Instance("linear_scan_bwd_lookbackpipe", dtype, {v.vec, v.threads, v.strip, v.tile})};
     case Algorithm::kTestFault:
       return {Instance("linear_scan_fwd_test_fault", dtype, {}), Instance("linear_scan_bwd_test_fault", dtype, {})};
     case Algorithm::kTestHang:
@@ -404,6 +454,15 @@ StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const De
       // Dynamic shared memory; over 48 KiB the worker raises the function's limit.
       if (fwd) add(0, "fwd", g.blocks, v.threads, static_cast<uint32_t>(g.fwd_shared));
       if (bwd) add(1, "bwd", g.blocks, v.threads, static_cast<uint32_t>(g.bwd_shared));
+      plan.workspace_bytes = g.workspace_bytes;
+      plan.workspace_zero_bytes = g.zero_bytes;
+      break;
+    }
+    case Algorithm::kLookbackPipe: {
+      const SmemGeometry g = GeometrySmem(v, s, problem.dtype);
+      if (fwd) add(0, "fwd", PipeGrid(v, g, g.fwd_shared, device), v.threads, static_cast<uint32_t>(g.fwd_shared));
+      if (bwd) add(1, "bwd", PipeGrid(v, g, g.bwd_shared, device), v.threads, static_cast<uint32_t>(g.bwd_shared));
+      // One flag / aggregate / inclusive slot per tile, as lookbacksmem.
       plan.workspace_bytes = g.workspace_bytes;
       plan.workspace_zero_bytes = g.zero_bytes;
       break;

@@ -80,9 +80,57 @@ __device__ __forceinline__ void StageInput(T* dst, const T* __restrict__ src, co
   }
 }
 
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward>
-__device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
+// Where ticket `ticket` sits: time tile, (batch, strip) sequence and the
+// time of staged row 0. Tickets run over time tiles in the outer loop, so a
+// tile only ever waits on tiles of smaller tickets.
+struct SmemTileIndex {
+  long long tile, seq, b, c_strip, base;
+};
+
+template <int STRIP, int TILE, bool kBackward>
+__device__ __forceinline__ SmemTileIndex MakeSmemTileIndex(const LinearScanParams& p, long long ticket) {
+  const long long strips = (p.width + STRIP - 1) / STRIP;
+  const long long seqs = p.batch * strips;
+  SmemTileIndex x;
+  x.tile = ticket / seqs;
+  x.seq = ticket % seqs;
+  x.b = x.seq / strips;
+  x.c_strip = (x.seq % strips) * STRIP;
+  // Row r of the staged tile is time base + r. Backward tiles count from the
+  // end of the sequence, so the first backward tile ends at L - 1.
+  x.base = kBackward ? p.length - (x.tile + 1) * TILE : x.tile * TILE;
+  return x;
+}
+
+// 1. Issues the copies of one tile into s_in [kIn][TILE][STRIP] and commits
+//    them: forward one cp.async group (a, x); backward two (a and dh, then
+//    h_{t-1}), so that the caller can wait for h separately.
+template <typename T, int THREADS, int STRIP, int TILE, bool kBackward>
+__device__ __forceinline__ void StageSmemTile(const LinearScanParams& p, const SmemTileIndex& x, T* s_in) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
+  const bool chunks_aligned = kBackward ? BackwardRowsAligned<T, Layout::kChunkElts>(p)
+                                        : ForwardRowsAligned<T, Layout::kChunkElts>(p);
+  StageInput<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.a), p, x.b, x.c_strip, x.base, 0, 1.0f,
+                                      chunks_aligned);
+  StageInput<T, THREADS, STRIP, TILE>(s_in + TILE * STRIP, static_cast<const T*>(kBackward ? p.dh : p.x), p, x.b,
+                                      x.c_strip, x.base, 0, 0.0f, chunks_aligned);
+  CpAsyncCommit();
+  if constexpr (kBackward) {
+    StageInput<T, THREADS, STRIP, TILE>(s_in + 2 * TILE * STRIP, static_cast<const T*>(p.h), p, x.b, x.c_strip,
+                                        x.base, 1, 0.0f, chunks_aligned);
+    CpAsyncCommit();
+  }
+}
+
+// 2.-5. Scans one staged tile whose first group (a and x / dh) has landed
+// and is visible to the block: local composition, block combine, publish and
+// look back, rescan and store. Backward: before the rescan it waits until at
+// most kPendingAfterH cp.async groups (those committed after this tile's h
+// group) are outstanding. Ends with no barrier; a caller that reuses the
+// shared memory must __syncthreads() first.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int kPendingAfterH>
+__device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const SmemTileIndex& x, const T* s_in,
+                                             float* s_A, float* s_H, float* s_carry) {
   constexpr int kLanes = STRIP / VEC;
   constexpr int kSegs = THREADS / kLanes;
   constexpr int kSteps = TILE / kSegs;
@@ -92,19 +140,11 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   static_assert((STRIP * sizeof(T)) % 16 == 0, "a strip row must be a whole number of 16-byte chunks");
   static_assert(THREADS % 32 == 0 && THREADS <= 1024, "threads must be a multiple of 32, at most 1024");
 
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* s_in = reinterpret_cast<T*>(smem);  // [kIn][TILE][STRIP]
-  float* s_A = reinterpret_cast<float*>(smem + Layout::kTileBytes);
-  float* s_H = s_A + kSegs * STRIP;
-  float* s_carry = s_H + kSegs * STRIP;
-  unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
-
   const int tid = threadIdx.x;
   const int lane = tid % kLanes;
   const int seg = tid / kLanes;
-  const long long strips = (p.width + STRIP - 1) / STRIP;
   const long long tiles = (p.length + TILE - 1) / TILE;
-  const long long seqs = p.batch * strips;
+  const long long seqs = p.batch * ((p.width + STRIP - 1) / STRIP);
 
   unsigned* counter = static_cast<unsigned*>(p.workspace);
   unsigned* flags = counter + 64;
@@ -112,37 +152,13 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   float2* agg = reinterpret_cast<float2*>(static_cast<char*>(p.workspace) + zero_bytes);
   float* incl = reinterpret_cast<float*>(agg + seqs * tiles * STRIP);
 
-  if (tid == 0) *s_ticket = atomicAdd(counter, 1u);
-  __syncthreads();
-  const long long ticket = *s_ticket;
-  const long long tile = ticket / seqs;
-  const long long seq = ticket % seqs;
-  const long long b = seq / strips;
-  const long long strip = seq % strips;
-  const long long c_strip = strip * STRIP;
-  // Row r of the staged tile is time base + r. Backward tiles count from the
-  // end of the sequence, so the first backward tile ends at L - 1.
-  const long long base = kBackward ? p.length - (tile + 1) * TILE : tile * TILE;
-
-  // 1. Stage the tile. Backward: a and dh in group 0, h_{t-1} in group 1.
-  const bool chunks_aligned = kBackward ? BackwardRowsAligned<T, Layout::kChunkElts>(p)
-                                        : ForwardRowsAligned<T, Layout::kChunkElts>(p);
-  T* s_a = s_in;
-  T* s_b = s_in + TILE * STRIP;
-  StageInput<T, THREADS, STRIP, TILE>(s_a, static_cast<const T*>(p.a), p, b, c_strip, base, 0, 1.0f, chunks_aligned);
-  StageInput<T, THREADS, STRIP, TILE>(s_b, static_cast<const T*>(kBackward ? p.dh : p.x), p, b, c_strip, base, 0,
-                                      0.0f, chunks_aligned);
-  CpAsyncCommit();
-  T* s_h = s_in + 2 * TILE * STRIP;
-  if constexpr (kBackward) {
-    StageInput<T, THREADS, STRIP, TILE>(s_h, static_cast<const T*>(p.h), p, b, c_strip, base, 1, 0.0f,
-                                        chunks_aligned);
-    CpAsyncCommit();
-    CpAsyncWait<1>();
-  } else {
-    CpAsyncWait<0>();
-  }
-  __syncthreads();
+  const long long tile = x.tile;
+  const long long seq = x.seq;
+  const long long b = x.b;
+  const long long base = x.base;
+  const T* s_a = s_in;
+  const T* s_b = s_in + TILE * STRIP;
+  const T* s_h = s_in + 2 * TILE * STRIP;
 
   // Step i of this thread is staged row row_of(i): forward walks up from the
   // segment's first row, backward walks down from the tile's last row.
@@ -189,7 +205,7 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   };
 
   // 4. Publish the aggregate, look back, publish the inclusive state (as c).
-  const long long c0 = c_strip + lane * VEC;
+  const long long c0 = x.c_strip + lane * VEC;
   const bool rows_aligned = kBackward ? BackwardRowsAligned<T, VEC>(p) : ForwardRowsAligned<T, VEC>(p);
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, rows_aligned);
   const bool row = seg == kSegs - 1;
@@ -263,8 +279,8 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   for (int j = 0; j < VEC; ++j) s[j] = fmaf(eA[j], carry[j], eH[j]);
 
   if constexpr (kBackward) {
-    // h_{t-1} (group 1) must have landed, from every thread's copies.
-    CpAsyncWait<0>();
+    // h_{t-1} must have landed, from every thread's copies.
+    CpAsyncWait<kPendingAfterH>();
     __syncthreads();
   }
   if (l.nvalid <= 0) return;
@@ -318,6 +334,92 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   }
 }
 
+// e) one tile per block.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward>
+__device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
+  using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
+  constexpr int kSegs = THREADS / (STRIP / VEC);
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_in = reinterpret_cast<T*>(smem);  // [kIn][TILE][STRIP]
+  float* s_A = reinterpret_cast<float*>(smem + Layout::kTileBytes);
+  float* s_H = s_A + kSegs * STRIP;
+  float* s_carry = s_H + kSegs * STRIP;
+  unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
+
+  unsigned* counter = static_cast<unsigned*>(p.workspace);
+  if (threadIdx.x == 0) *s_ticket = atomicAdd(counter, 1u);
+  __syncthreads();
+  const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, *s_ticket);
+
+  // 1. Stage the tile. Backward: a and dh in group 0, h_{t-1} in group 1.
+  StageSmemTile<T, THREADS, STRIP, TILE, kBackward>(p, x, s_in);
+  CpAsyncWait<kBackward ? 1 : 0>();
+  __syncthreads();
+  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0>(p, x, s_in, s_A, s_H, s_carry);
+}
+
+// f) lookbackpipe: e) made persistent and double-buffered. A grid of at most
+//    (blocks per SM) x (SMs) blocks loops over tickets. While a block waits
+//    for tile n's loads it takes its next ticket; as soon as tile n has
+//    landed it issues the cp.async of that next tile into its other buffer,
+//    then scans, looks back and stores tile n with those loads in flight.
+//    No deadlock: tickets are taken in increasing order and a tile waits
+//    only on tiles of smaller tickets; a block that holds a prefetched
+//    ticket m is processing a tile k < m whose dependencies are all < k, so
+//    it finishes k and reaches m.
+//
+//    Dynamic shared memory (bytes; MakePlan passes the same formula):
+//      2 x kIn * TILE * STRIP * sizeof(T)   two staged tiles
+//      then s_A, s_H [kSegs][STRIP] fp32, s_carry [STRIP] fp32, s_ticket[2]
+//    Workspace: as e) (one flag / aggregate / inclusive slot per tile).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward>
+__device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
+  using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
+  constexpr int kSegs = THREADS / (STRIP / VEC);
+  constexpr int kTileElts = Layout::kTileBytes / int(sizeof(T));
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_buf = reinterpret_cast<T*>(smem);  // [2][kIn][TILE][STRIP]
+  float* s_A = reinterpret_cast<float*>(smem + 2 * Layout::kTileBytes);
+  float* s_H = s_A + kSegs * STRIP;
+  float* s_carry = s_H + kSegs * STRIP;
+  unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);  // [2]
+
+  const long long total = p.batch * ((p.width + STRIP - 1) / STRIP) * ((p.length + TILE - 1) / TILE);
+  unsigned* counter = static_cast<unsigned*>(p.workspace);
+  if (threadIdx.x == 0) s_ticket[0] = atomicAdd(counter, 1u);
+  __syncthreads();
+  long long ticket = s_ticket[0];
+  if (ticket >= total) return;
+  SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, ticket);
+  StageSmemTile<T, THREADS, STRIP, TILE, kBackward>(p, x, s_buf);
+
+  for (int n = 1;; ++n) {
+    T* s_cur = s_buf + ((n - 1) & 1) * kTileElts;
+    T* s_next = s_buf + (n & 1) * kTileElts;
+    // The next ticket's atomic overlaps the wait for this tile's a and x/dh
+    // (the only groups outstanding: this tile's, h last in the backward).
+    if (threadIdx.x == 0) s_ticket[n & 1] = atomicAdd(counter, 1u);
+    CpAsyncWait<kBackward ? 1 : 0>();
+    // Also orders the previous tile's last reads of s_next, s_A, s_H and
+    // s_carry before they are overwritten.
+    __syncthreads();
+    const long long next = s_ticket[n & 1];
+    SmemTileIndex y = x;
+    if (next < total) {
+      y = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, next);
+      StageSmemTile<T, THREADS, STRIP, TILE, kBackward>(p, y, s_next);
+    } else {
+      // Empty groups keep the per-iteration group count fixed.
+      CpAsyncCommit();
+      if constexpr (kBackward) CpAsyncCommit();
+    }
+    // Backward: this tile's h group is followed by the next tile's two groups.
+    ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 2>(p, x, s_cur, s_A, s_H, s_carry);
+    if (next >= total) break;
+    x = y;
+  }
+}
+
 }  // namespace scan
 
 template <typename T, int VEC, int THREADS, int STRIP, int TILE>
@@ -328,4 +430,16 @@ __global__ void __launch_bounds__(THREADS) linear_scan_fwd_lookbacksmem(const Li
 template <typename T, int VEC, int THREADS, int STRIP, int TILE>
 __global__ void __launch_bounds__(THREADS) linear_scan_bwd_lookbacksmem(const LinearScanParams p) {
   scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, true>(p);
+}
+
+// The blocks-per-SM knob only sizes the grid (MakePlan); the kernel is the
+// same for every value, so it is not a template parameter.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__global__ void __launch_bounds__(THREADS) linear_scan_fwd_lookbackpipe(const LinearScanParams p) {
+  scan::LookbackPipeScan<T, VEC, THREADS, STRIP, TILE, false>(p);
+}
+
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__global__ void __launch_bounds__(THREADS) linear_scan_bwd_lookbackpipe(const LinearScanParams p) {
+  scan::LookbackPipeScan<T, VEC, THREADS, STRIP, TILE, true>(p);
 }

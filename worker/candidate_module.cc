@@ -42,6 +42,15 @@ StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContex
                                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", CudaCallSite::kModuleLoad,
                                    failure));
     }
+    if (k.shared_bytes > 0) {
+      // The driver sizes the SM's shared/L1 split from this preference; ask
+      // for the most shared memory so that several blocks fit per SM (the
+      // kernels that use dynamic shared memory bypass L1 for their streams).
+      RETURN_IF_ERROR(driver.Check(api.FuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                                        CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
+                                   "cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)", CudaCallSite::kModuleLoad,
+                                   failure));
+    }
     m->kernels_.push_back(std::move(k));
   }
   return m;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -53,15 +54,21 @@ TEST(NvrtcCompiler, CacheKeys) {
   EXPECT_NE(base, compiler.CacheKey(Request("lookback_v8_t256_s8_i8", DType::kBF16, 9, 1)));
   EXPECT_NE(base, compiler.CacheKey(Request("lookback_v8_t256_s8_i16", DType::kBF16)));
   EXPECT_NE(base, compiler.CacheKey(Request("lookback_v4_t256_s8_i8", DType::kBF16)));
+  // One key per distinct module: variants that differ only in launch
+  // geometry (lookbackpipe's blocks per SM) share their cubin.
   std::set<std::string> keys;
+  std::set<std::vector<std::string>> modules;
   const std::vector<Variant> variants = EnumerateVariants(Op::kLinearScan, true);
   for (const Variant& v : variants) {
     CompileRequest r;
     r.variant = v;
     r.dtype = DType::kBF16;
     keys.insert(compiler.CacheKey(r));
+    modules.insert(NameExpressions(v, Op::kLinearScan, DType::kBF16));
   }
-  EXPECT_EQ(keys.size(), variants.size());
+  EXPECT_EQ(keys.size(), modules.size());
+  EXPECT_EQ(compiler.CacheKey(Request("lookbackpipe_v4_t256_c64_i128_b2", DType::kBF16)),
+            compiler.CacheKey(Request("lookbackpipe_v4_t256_c64_i128_b3", DType::kBF16)));
 }
 
 TEST(NvrtcCompiler, CompileOneAndKeepTheLog) {

@@ -40,7 +40,7 @@ TEST(Enumerate, SizeAndFamilies) {
     vecs.insert(v.vec);
   }
   EXPECT_EQ(families, (std::set<Algorithm>{Algorithm::kSequential, Algorithm::kChunked, Algorithm::kLookback,
-                                            Algorithm::kLookbackSmem}));
+                                            Algorithm::kLookbackSmem, Algorithm::kLookbackPipe}));
   EXPECT_EQ(vecs, (std::set<int>{2, 4, 8}));
   const std::vector<Variant> with_tests = EnumerateVariants(Op::kLinearScan, true);
   EXPECT_EQ(with_tests.size(), all.size() + 2);
@@ -154,6 +154,23 @@ void ExpectPlanCovers(const Variant& v, const Problem& p, const LaunchPlan& plan
         EXPECT_LE(launch.shared_bytes, 227u * 1024);
         break;
       }
+      case Algorithm::kLookbackPipe: {
+        // Persistent: at most blocks_per_sm x SMs blocks, never more than the tiles.
+        EXPECT_EQ(launch.block[0], static_cast<uint32_t>(v.threads));
+        const uint64_t tiles = s.batch * CeilDiv(s.width, v.strip) * CeilDiv(s.length, v.tile);
+        EXPECT_LE(launch.grid[0], tiles);
+        EXPECT_LE(launch.grid[0], uint64_t{132} * v.blocks_per_sm);
+        EXPECT_GE(launch.grid[0], std::min<uint64_t>(tiles, 132));
+        const uint64_t staged = uint64_t{launch.phase == "fwd" ? 4u : 6u} * v.tile * v.strip * ElementBytes(p.dtype);
+        EXPECT_GT(launch.shared_bytes, staged);
+        EXPECT_LE(launch.shared_bytes, 227u * 1024);
+        // The blocks it asks for per SM fit the SM's 228 KB of shared memory.
+        if (launch.grid[0] > 132) {
+          EXPECT_LE(static_cast<uint64_t>(CeilDiv(launch.grid[0], 132)) * (launch.shared_bytes + 1024), 228u * 1024)
+              << v.Name();
+        }
+        break;
+      }
       default:
         EXPECT_EQ(launch.grid[0], 1u);
     }
@@ -224,6 +241,35 @@ TEST(MakePlan, Workspaces) {
   const uint64_t smem_zero = (256 + 4 * smem_tiles + 255) / 256 * 256;
   EXPECT_EQ(smem->workspace_zero_bytes, smem_zero);
   EXPECT_EQ(smem->workspace_bytes, smem_zero + smem_tiles * 64 * 12);
+}
+
+TEST(MakePlan, LookbackPipeGridAndSharedMemory) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(4, 2048, 2048);  // fwd_bwd, bf16
+  // c64_i128: two buffers of 2 (fwd) / 3 (bwd) x 128 x 64 bf16; 16 lanes x 16 segments at t256.
+  StatusOr<LaunchPlan> pipe = MakePlan(Parsed("lookbackpipe_v4_t256_c64_i128_b3"), p, h200);
+  ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
+  ASSERT_EQ(pipe->launches.size(), 2u);
+  const uint32_t extra = (2 * 16 * 64 + 64) * 4 + 16;
+  EXPECT_EQ(pipe->launches[0].shared_bytes, 2u * 2 * 128 * 64 * 2 + extra);
+  EXPECT_EQ(pipe->launches[1].shared_bytes, 2u * 3 * 128 * 64 * 2 + extra);
+  // fwd: 3 blocks of 69 KB fit an SM; bwd: only 2 of 101 KB.
+  EXPECT_EQ(pipe->launches[0].grid[0], 3u * 132);
+  EXPECT_EQ(pipe->launches[1].grid[0], 2u * 132);
+  EXPECT_EQ(pipe->launches[0].name_expression, "linear_scan_fwd_lookbackpipe<__nv_bfloat16, 4, 256, 64, 128>");
+  const uint64_t tiles = 4 * (2048 / 64) * (2048 / 128);
+  const uint64_t zero = (256 + 4 * tiles + 255) / 256 * 256;
+  EXPECT_EQ(pipe->workspace_zero_bytes, zero);
+  EXPECT_EQ(pipe->workspace_bytes, zero + tiles * 64 * 12);
+  // Fewer tiles than SMs: one block per tile.
+  StatusOr<LaunchPlan> small = MakePlan(Parsed("lookbackpipe_v4_t256_c64_i128_b3"), MakeProblem(1, 100, 70), h200);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->launches[0].grid[0], 2u);
+  EXPECT_EQ(CanImplement(Parsed("lookbackpipe_v4_t256_c64_i128_b33"), p, h200).code(), StatusCode::kInvalidArgument);
+  // Two fp32 buffers of 3 x 256 x 64 do not fit backward.
+  EXPECT_EQ(CanImplement(Parsed("lookbackpipe_v4_t256_c64_i256_b1"), MakeProblem(1, 4096, 64, DType::kF32), h200)
+                .code(),
+            StatusCode::kResourceExhausted);
 }
 
 TEST(MakePlan, RejectsWhatCanImplementRejects) {

@@ -46,6 +46,16 @@ TEST(VariantNames, KnownNamesParse) {
   EXPECT_EQ(smem->threads, 128);
   EXPECT_EQ(smem->strip, 64);
   EXPECT_EQ(smem->tile, 256);
+  StatusOr<Variant> pipe = Variant::Parse("lookbackpipe_v4_t256_c64_i128_b3");
+  ASSERT_TRUE(pipe.ok());
+  EXPECT_EQ(pipe->algorithm, Algorithm::kLookbackPipe);
+  EXPECT_EQ(pipe->vec, 4);
+  EXPECT_EQ(pipe->threads, 256);
+  EXPECT_EQ(pipe->strip, 64);
+  EXPECT_EQ(pipe->tile, 128);
+  EXPECT_EQ(pipe->blocks_per_sm, 3);
+  EXPECT_EQ(pipe->Name(), "lookbackpipe_v4_t256_c64_i128_b3");
+  EXPECT_FALSE(Variant::Parse("lookbackpipe_v4_t256_c64_i128").ok());
 }
 
 TEST(VariantNames, BadNamesAreRejectedWithReasons) {
