@@ -359,10 +359,10 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
 }
 
 // f) lookbackpipe: e) made persistent and double-buffered. A grid of at most
-//    (blocks per SM) x (SMs) blocks loops over tickets. While a block waits
-//    for tile n's loads it takes its next ticket; as soon as tile n has
-//    landed it issues the cp.async of that next tile into its other buffer,
-//    then scans, looks back and stores tile n with those loads in flight.
+//    (blocks per SM) x (SMs) blocks loops over tickets. As soon as tile n
+//    has landed a block issues the cp.async of its next ticket's tile into
+//    its other buffer, then scans, looks back and stores tile n with those
+//    loads in flight.
 //    No deadlock: tickets are taken in increasing order and a tile waits
 //    only on tiles of smaller tickets; a block that holds a prefetched
 //    ticket m is processing a tile k < m whose dependencies are all < k, so
@@ -393,12 +393,19 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
   SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, ticket);
   StageSmemTile<T, THREADS, STRIP, TILE, kBackward>(p, x, s_buf);
 
+  // Thread 0 takes each ticket one tile ahead of its use and keeps it in a
+  // register, so the atomic's round trip overlaps a whole tile instead of
+  // stalling the block at the barrier below. A block thus holds up to two
+  // tickets beyond the tile it works on, both larger than it: the argument
+  // above still holds (the smallest unfinished ticket is always being worked
+  // on, and everything it waits for is finished).
+  unsigned pending = 0;
+  if (threadIdx.x == 0) pending = atomicAdd(counter, 1u);
   for (int n = 1;; ++n) {
     T* s_cur = s_buf + ((n - 1) & 1) * kTileElts;
     T* s_next = s_buf + (n & 1) * kTileElts;
-    // The next ticket's atomic overlaps the wait for this tile's a and x/dh
-    // (the only groups outstanding: this tile's, h last in the backward).
-    if (threadIdx.x == 0) s_ticket[n & 1] = atomicAdd(counter, 1u);
+    if (threadIdx.x == 0) s_ticket[n & 1] = pending;
+    // The only groups outstanding are this tile's (h last in the backward).
     CpAsyncWait<kBackward ? 1 : 0>();
     // Also orders the previous tile's last reads of s_next, s_A, s_H and
     // s_carry before they are overwritten.
@@ -413,6 +420,7 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
       CpAsyncCommit();
       if constexpr (kBackward) CpAsyncCommit();
     }
+    if (threadIdx.x == 0 && next < total) pending = atomicAdd(counter, 1u);
     // Backward: this tile's h group is followed by the next tile's two groups.
     ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 2>(p, x, s_cur, s_A, s_H, s_carry);
     if (next >= total) break;
