@@ -346,6 +346,12 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
         return InvalidArgument("strip / vec = " + std::to_string(lanes) + " lanes must divide threads " +
                                std::to_string(v.threads));
       }
+      // The last segment's lanes synchronise among themselves (kernels_src/
+      // linear_scan_smem.cuh): part of one warp, or whole warps.
+      if (lanes < 32 ? 32 % lanes != 0 : lanes % 32 != 0) {
+        return InvalidArgument("strip / vec = " + std::to_string(lanes) +
+                               " lanes must divide 32 or be a multiple of 32 (" + family + ")");
+      }
       const int segments = v.threads / lanes;
       if (v.tile < 1 || v.tile > 4096 || v.tile % segments != 0) {
         return InvalidArgument("tile " + std::to_string(v.tile) + " must be in [1, 4096] and a multiple of the " +

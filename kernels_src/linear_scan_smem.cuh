@@ -12,6 +12,10 @@
 //    segment's threads publish the aggregate and look back exactly as in c),
 //    and every thread rescans its steps from shared memory and stores to
 //    global. Out-of-range timesteps are staged as the identity (a = 1, x = 0).
+//    Interior tiles (and full-width packs) take predicate-free staging and
+//    rescan paths; only edge tiles take the checked ones. Only the last
+//    segment's threads publish and look back (synchronising among
+//    themselves); the block waits for them at one barrier.
 //
 //    Dynamic shared memory (bytes; MakePlan passes the same formula):
 //      [0, kIn * TILE * STRIP * sizeof(T))   the staged inputs, [kIn][TILE][STRIP]
@@ -34,6 +38,14 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
       : "memory");
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// The same with the shared address already converted (so that a constant
+// offset folds into the instruction's immediate).
+__device__ __forceinline__ void CpAsync16Shared(unsigned s, const void* gmem) {
+  asm volatile(
+      "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %1;\n\tcp.async.cg.shared.global [%0], [g], 16;\n\t}" ::"r"(s),
+      "l"(gmem)
+      : "memory");
+}
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
@@ -56,6 +68,27 @@ __device__ __forceinline__ void StageInput(T* dst, const T* __restrict__ src, co
   constexpr int kE = 16 / int(sizeof(T));
   constexpr int kPerRow = STRIP / kE;
   constexpr int kChunks = TILE * kPerRow;
+  if constexpr (THREADS % kPerRow == 0 && kChunks % THREADS == 0) {
+    // Interior tile (every row in [shift, L), the whole strip inside W,
+    // rows 16-byte aligned): no predicate per chunk. Each thread copies a
+    // fixed column chunk of rows r0, r0 + kRowsPerPass, ...: one 64-bit
+    // pointer add and one LDGSTS (shared offset an immediate) per chunk.
+    constexpr int kRowsPerPass = THREADS / kPerRow;
+    constexpr int kPasses = kChunks / THREADS;
+    if (chunks_aligned && base >= shift && base + TILE <= p.length && c_strip + STRIP <= p.width) {
+      const int r0 = int(threadIdx.x) / kPerRow;
+      const int cc = (int(threadIdx.x) % kPerRow) * kE;
+      const T* g = src + ((b * p.length + base + r0 - shift) * p.width + c_strip + cc);
+      const long long stride = static_cast<long long>(kRowsPerPass) * p.width;
+      const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst + r0 * STRIP + cc));
+#pragma unroll
+      for (int k = 0; k < kPasses; ++k) {
+        CpAsync16Shared(s + unsigned(k * kRowsPerPass * STRIP * int(sizeof(T))), g);
+        g += stride;
+      }
+      return;
+    }
+  }
   const T id = FromFloat<T>(identity);
 #pragma unroll 4
   for (int q = threadIdx.x; q < kChunks; q += THREADS) {
@@ -139,6 +172,8 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
   static_assert(kSegs >= 1 && TILE % kSegs == 0, "segments must divide the tile");
   static_assert((STRIP * sizeof(T)) % 16 == 0, "a strip row must be a whole number of 16-byte chunks");
   static_assert(THREADS % 32 == 0 && THREADS <= 1024, "threads must be a multiple of 32, at most 1024");
+  static_assert(kLanes < 32 ? 32 % kLanes == 0 : kLanes % 32 == 0,
+                "the last segment's lanes must be part of one warp or whole warps (row_sync)");
 
   const int tid = threadIdx.x;
   const int lane = tid % kLanes;
@@ -168,10 +203,12 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
   };
 
   // 2. Thread-local composition of its steps (staged identity past the ends).
+  //    kSteps is a compile-time constant: fully unrolled, shared addresses
+  //    are one base register plus immediates.
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
-#pragma unroll 4
+#pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const Pack<T, VEC> pa = pack_at(s_a, i);
     const Pack<T, VEC> pb = pack_at(s_b, i);
@@ -184,31 +221,57 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
     }
   }
 
-  // 3. Block combine over segments.
+  // 3. Block combine over segments. The last segment's threads (the "row",
+  //    kLanes threads: part of one warp, or whole warps) scan the segment
+  //    aggregates of their channels serially and overwrite them in place with
+  //    the EXCLUSIVE prefixes, so that after the barrier below every thread
+  //    reads its own prefix (O(1) instead of O(segments) shared loads).
+  float* my_A = s_A + seg * STRIP + lane * VEC;
+  float* my_H = s_H + seg * STRIP + lane * VEC;
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
-    s_A[seg * STRIP + lane * VEC + j] = A[j];
-    s_H[seg * STRIP + lane * VEC + j] = H[j];
+    my_A[j] = A[j];
+    my_H[j] = H[j];
   }
   __syncthreads();
-  auto prefix = [&](int upto, float (&pA)[VEC], float (&pH)[VEC]) {
-    Fill(pA, 1.0f);
-    Fill(pH, 0.0f);
-    for (int s2 = 0; s2 < upto; ++s2) {
+  const bool row = seg == kSegs - 1;
+  const bool leader = tid == (kSegs - 1) * kLanes;
+  float tA[VEC], tH[VEC];  // the tile aggregate (row threads only)
+  if (row) {
+    Fill(tA, 1.0f);
+    Fill(tH, 0.0f);
+#pragma unroll
+    for (int s2 = 0; s2 < kSegs; ++s2) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const float sa = s_A[s2 * STRIP + lane * VEC + j];
-        pH[j] = fmaf(sa, pH[j], s_H[s2 * STRIP + lane * VEC + j]);
-        pA[j] *= sa;
+        const int k = s2 * STRIP + lane * VEC + j;
+        const float sa = s_A[k];
+        const float sh = s_H[k];
+        s_A[k] = tA[j];
+        s_H[k] = tH[j];
+        tH[j] = fmaf(sa, tH[j], sh);
+        tA[j] *= sa;
       }
+    }
+  }
+  // Orders the row threads' workspace writes (each fenced by its writer)
+  // before the leader's release of the flag: only the row takes part.
+  auto row_sync = [&]() {
+    if constexpr (kLanes < 32) {
+      constexpr unsigned kMask = ((1u << kLanes) - 1u) << (32 - kLanes);
+      __syncwarp(kMask);
+    } else {
+      // Whole warps: a named barrier over the row's kLanes threads.
+      asm volatile("bar.sync 1, %0;" ::"n"(kLanes) : "memory");
     }
   };
 
   // 4. Publish the aggregate, look back, publish the inclusive state (as c).
+  //    Only the row waits on other blocks; the rest of the block waits once,
+  //    at the barrier after it.
   const long long c0 = x.c_strip + lane * VEC;
   const bool rows_aligned = kBackward ? BackwardRowsAligned<T, VEC>(p) : ForwardRowsAligned<T, VEC>(p);
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, rows_aligned);
-  const bool row = seg == kSegs - 1;
   const long long slot_tile = seq * tiles + tile;
   const long long slot = slot_tile * STRIP + lane * VEC;
   float carry[VEC];
@@ -219,75 +282,85 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
       LoadState(carry, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
     }
     if (row) {
-      float tA[VEC], tH[VEC];
-      prefix(kSegs, tA, tH);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);
       __threadfence();
+      row_sync();
+      if (leader) StoreRelease(flags + slot_tile, kFlagInclusive);
     }
-    __syncthreads();
-    if (tid == 0) StoreRelease(flags + slot_tile, kFlagInclusive);
-  } else {
-    float tA[VEC], tH[VEC];
-    if (row) {
-      prefix(kSegs, tA, tH);
+  } else if (row) {
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) agg[slot + j] = make_float2(tA[j], tH[j]);
-      __threadfence();
-    }
-    __syncthreads();
-    if (tid == 0) StoreRelease(flags + slot_tile, kFlagAggregate);
-    if (row) {
-      float accA[VEC], accH[VEC];
-      Fill(accA, 1.0f);
-      Fill(accH, 0.0f);
-      for (long long k = tile - 1;; --k) {
-        const long long other = seq * tiles + k;
-        unsigned flag;
-        while ((flag = LoadAcquire(flags + other)) == 0) {
-        }
-        const long long oslot = other * STRIP + lane * VEC;
-        if (flag == kFlagInclusive) {
+    for (int j = 0; j < VEC; ++j) agg[slot + j] = make_float2(tA[j], tH[j]);
+    __threadfence();
+    row_sync();
+    if (leader) StoreRelease(flags + slot_tile, kFlagAggregate);
+    float accA[VEC], accH[VEC];
+    Fill(accA, 1.0f);
+    Fill(accH, 0.0f);
+    for (long long k = tile - 1;; --k) {
+      const long long other = seq * tiles + k;
+      unsigned flag;
+      while ((flag = LoadAcquire(flags + other)) == 0) {
+      }
+      const long long oslot = other * STRIP + lane * VEC;
+      if (flag == kFlagInclusive) {
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) carry[j] = fmaf(accA[j], LoadCg(incl + oslot + j), accH[j]);
-          break;
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float2 ag = LoadCg(agg + oslot + j);
-          accH[j] = fmaf(accA[j], ag.y, accH[j]);
-          accA[j] *= ag.x;
-        }
+        for (int j = 0; j < VEC; ++j) carry[j] = fmaf(accA[j], LoadCg(incl + oslot + j), accH[j]);
+        break;
       }
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);
-        s_carry[lane * VEC + j] = carry[j];
+        const float2 ag = LoadCg(agg + oslot + j);
+        accH[j] = fmaf(accA[j], ag.y, accH[j]);
+        accA[j] *= ag.x;
       }
-      __threadfence();
     }
-    __syncthreads();
-    if (tid == 0) StoreRelease(flags + slot_tile, kFlagInclusive);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);
+      s_carry[lane * VEC + j] = carry[j];
+    }
+    __threadfence();
+    row_sync();
+    if (leader) StoreRelease(flags + slot_tile, kFlagInclusive);
+  }
+  if constexpr (kBackward) {
+    // h_{t-1} must have landed, from every thread's copies: each thread
+    // waits for its own, and the barrier below makes all of them visible.
+    CpAsyncWait<kPendingAfterH>();
+  }
+  // The exclusive prefixes, s_carry (and backward h) are visible after this.
+  __syncthreads();
+  if (tile != 0) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) carry[j] = s_carry[lane * VEC + j];
   }
-
-  float eA[VEC], eH[VEC];
-  prefix(seg, eA, eH);
   float s[VEC];
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) s[j] = fmaf(eA[j], carry[j], eH[j]);
+  for (int j = 0; j < VEC; ++j) s[j] = fmaf(my_A[j], carry[j], my_H[j]);
 
-  if constexpr (kBackward) {
-    // h_{t-1} must have landed, from every thread's copies.
-    CpAsyncWait<kPendingAfterH>();
-    __syncthreads();
-  }
   if (l.nvalid <= 0) return;
 
-  // 5. Rescan from this thread's carry-in and store.
+  // 5. Rescan from this thread's carry-in and store. Interior tiles with a
+  //    full-width aligned pack take a branch-free path: one output pointer,
+  //    stepped by one row per step, no per-step range test.
   if constexpr (!kBackward) {
     T* __restrict__ out = static_cast<T*>(p.h);
+    if (l.wide && base >= 0 && base + TILE <= p.length) {
+      T* o = out + ((b * p.length + base + seg * kSteps) * p.width + c0);
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i) {
+        const Pack<T, VEC> pa = pack_at(s_a, i);
+        const Pack<T, VEC> pb = pack_at(s_b, i);
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) s[j] = fmaf(pa.Get(j), s[j], pb.Get(j));
+        StorePack<T, VEC>(o, s, true, VEC);
+        o += p.width;
+      }
+      // This thread's last step was time L - 1.
+      if (p.h_final != nullptr && base + seg * kSteps + kSteps == p.length) StoreState(p.h_final + b * p.width, s, l);
+      return;
+    }
 #pragma unroll 4
     for (int i = 0; i < kSteps; ++i) {
       const long long t = base + row_of(i);
@@ -303,6 +376,31 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
   } else {
     T* __restrict__ da = static_cast<T*>(p.da);
     T* __restrict__ dx = static_cast<T*>(p.dx);
+    // Backward rows are all < L; every row t > 0 (h_{t-1} staged, no dh0).
+    if (l.wide && base >= 1) {
+      const long long off = (b * p.length + base + row_of(0)) * p.width + c0;
+      T* odx = dx + off;
+      T* oda = da + off;
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i) {
+        const Pack<T, VEC> pa = pack_at(s_a, i);
+        const Pack<T, VEC> pb = pack_at(s_b, i);
+        const Pack<T, VEC> ph = pack_at(s_h, i);
+        float gx[VEC], ga[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float g = pb.Get(j) + s[j];
+          gx[j] = g;
+          ga[j] = g * ph.Get(j);
+          s[j] = pa.Get(j) * g;
+        }
+        StorePack<T, VEC>(odx, gx, true, VEC);
+        StorePack<T, VEC>(oda, ga, true, VEC);
+        odx -= p.width;
+        oda -= p.width;
+      }
+      return;
+    }
 #pragma unroll 4
     for (int i = 0; i < kSteps; ++i) {
       const long long t = base + row_of(i);

@@ -171,15 +171,36 @@ __device__ __forceinline__ void LoadPack(Pack<T, VEC>& pack, const T* __restrict
   }
 }
 
+// Two fp32 values rounded to nearest-even into one 32-bit word (lo first).
+template <typename T>
+__device__ __forceinline__ unsigned PackPair(float lo, float hi);
+template <>
+__device__ __forceinline__ unsigned PackPair<__nv_bfloat16>(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return (static_cast<unsigned>(__bfloat16_as_ushort(v.y)) << 16) | __bfloat16_as_ushort(v.x);
+}
+template <>
+__device__ __forceinline__ unsigned PackPair<__half>(float lo, float hi) {
+  const __half2 v = __floats2half2_rn(lo, hi);
+  return (static_cast<unsigned>(__half_as_ushort(v.y)) << 16) | __half_as_ushort(v.x);
+}
+
 template <typename T, int VEC>
 __device__ __forceinline__ void StorePack(T* __restrict__ dst, const float (&v)[VEC], bool wide, int nvalid) {
   using Traits = PackTraits<T, VEC>;
   using Word = typename Traits::Word;
   if (wide) {
     Pack<T, VEC> pack;
-    pack.Clear();
+    if constexpr (sizeof(T) == 2 && VEC % 2 == 0) {
+      // Two channels per conversion (F2FP.*.PACK_AB): the same round-to-
+      // nearest-even as FromFloat, without the per-element merge.
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) pack.Set(j, FromFloat<T>(v[j]));
+      for (int k = 0; k < VEC / 2; ++k) pack.u[k] = PackPair<T>(v[2 * k], v[2 * k + 1]);
+    } else {
+      pack.Clear();
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) pack.Set(j, FromFloat<T>(v[j]));
+    }
 #pragma unroll
     for (int k = 0; k < Traits::kWords; ++k) {
       WordIO<Word>::Store(reinterpret_cast<Word*>(dst) + k, pack.u + k * WordIO<Word>::kU32);
