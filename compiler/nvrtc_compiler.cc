@@ -187,6 +187,19 @@ StatusOr<CompileResult> CompileNow(const CompileRequest& request, const std::vec
 
 }  // namespace
 
+struct NvrtcCompiler::InFlight {
+  std::mutex mu;
+  std::condition_variable idle_cv;
+  int running = 0;
+};
+
+NvrtcCompiler::NvrtcCompiler(double timeout_ms) : timeout_ms_(timeout_ms), in_flight_(std::make_shared<InFlight>()) {}
+
+NvrtcCompiler::~NvrtcCompiler() {
+  std::unique_lock<std::mutex> lock(in_flight_->mu);
+  in_flight_->idle_cv.wait(lock, [&] { return in_flight_->running == 0; });
+}
+
 std::string NvrtcCompiler::Version() {
   int major = 0, minor = 0;
   if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) return "unknown";
@@ -213,7 +226,8 @@ StatusOr<CompileResult> NvrtcCompiler::Compile(const CompileRequest& request) co
 
   // The compile runs on a detached thread that owns its inputs: NVRTC cannot
   // be interrupted, so on timeout the caller gets COMPILE_TIMEOUT at once and
-  // the thread finishes (and is discarded) in the background.
+  // the thread finishes in the background; the compiler's destructor waits
+  // for it, so it never runs on into static destruction at exit.
   struct Shared {
     std::mutex mu;
     std::condition_variable done_cv;
@@ -222,12 +236,21 @@ StatusOr<CompileResult> NvrtcCompiler::Compile(const CompileRequest& request) co
   };
   auto shared = std::make_shared<Shared>();
   const auto start = std::chrono::steady_clock::now();
-  std::thread([shared, request, names, options] {
+  {
+    std::lock_guard<std::mutex> lock(in_flight_->mu);
+    ++in_flight_->running;
+  }
+  std::thread([shared, in_flight = in_flight_, request, names, options] {
     StatusOr<CompileResult> outcome = CompileNow(request, names, options);
-    std::lock_guard<std::mutex> lock(shared->mu);
-    shared->outcome.emplace(std::move(outcome));
-    shared->done = true;
-    shared->done_cv.notify_all();
+    {
+      std::lock_guard<std::mutex> lock(shared->mu);
+      shared->outcome.emplace(std::move(outcome));
+      shared->done = true;
+      shared->done_cv.notify_all();
+    }
+    std::lock_guard<std::mutex> lock(in_flight->mu);
+    --in_flight->running;
+    in_flight->idle_cv.notify_all();
   }).detach();
 
   std::unique_lock<std::mutex> lock(shared->mu);

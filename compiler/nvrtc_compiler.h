@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,10 @@ struct CompileResult {
 class NvrtcCompiler {
  public:
   // Compiles slower than this are recorded COMPILE_TIMEOUT.
-  explicit NvrtcCompiler(double timeout_ms = 120000.0) : timeout_ms_(timeout_ms) {}
+  explicit NvrtcCompiler(double timeout_ms = 120000.0);
+  // Waits for compiles that outlived their timeout: NVRTC cannot be
+  // interrupted, and no compile thread may outlive the compiler (or the process).
+  ~NvrtcCompiler();
 
   StatusOr<CompileResult> Compile(const CompileRequest& request) const;
 
@@ -48,7 +52,9 @@ class NvrtcCompiler {
   static std::string Version();
 
  private:
+  struct InFlight;  // compile threads still running, counted so that the destructor can wait
   double timeout_ms_;
+  std::shared_ptr<InFlight> in_flight_;
 };
 
 // Compiles every request with up to `threads` compiles in flight; results in request order.
