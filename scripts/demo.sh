@@ -26,7 +26,7 @@ if $cli devices --json | grep -q '"uuid"'; then
   $cli records --op linear_scan --shape 4x2048x2048 --state OK --limit 10
 else
   echo "== no GPU: compiling the kernel of a named variant with NVRTC (GetKernel)"
-  $cli kernel --op linear_scan --shape 4x2048x2048 --dtype bf16 --mode fwd --variant lookback_v8_t256_s8_i8 \
+  $cli kernel --op linear_scan --shape 4x2048x2048 --dtype bf16 --mode fwd --variant lookbacksmem_v4_t256_c64_i256 \
     --out /tmp/scantune-demo.cubin
   echo "== tuning without a GPU:"
   $cli tune $problem || true
