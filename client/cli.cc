@@ -34,6 +34,18 @@ void AddProblemFlags(ArgParser& p) {
   p.AddFlag("device", "UUID", "device (default: the first)");
 }
 
+// The filter flags shared by records and export.
+void AddRecordFilterFlags(ArgParser& p) {
+  p.AddFlag("op", "NAME", "operator");
+  p.AddFlag("shape", "BxLxW", "shape");
+  p.AddFlag("dtype", "fp32|bf16|fp16", "dtype");
+  p.AddFlag("mode", "fwd|bwd|fwd_bwd", "mode");
+  p.AddFlag("variant", "NAME", "variant");
+  p.AddFlag("state", "STATE", "OK, ILLEGAL_ADDRESS, TIMEOUT, WRONG_RESULT, ...");
+  p.AddFlag("origin", "ORIGIN", "tuned, benchmark, retime or imported");
+  p.AddFlag("device-model", "NAME", "device model, e.g. 'NVIDIA H200'");
+}
+
 std::vector<std::string> SplitList(const std::string& text) {
   std::vector<std::string> items;
   std::stringstream stream(text);
@@ -85,6 +97,36 @@ StatusOr<v1::Problem> ProblemFlags(const ArgParser& args, const std::string& sha
   problem.set_mode(m);
   problem.set_has_h0(args.GetBool("h0"));
   return problem;
+}
+
+// The filter of records and export; INVALID_ARGUMENT for a bad value (a usage error).
+StatusOr<v1::RecordFilter> RecordFilterFlags(const ArgParser& args) {
+  v1::RecordFilter filter;
+  filter.set_op(args.GetOr("op", ""));
+  if (auto shape = args.Get("shape")) {
+    ASSIGN_OR_RETURN(*filter.mutable_shape(), ShapeFlag(*shape));
+  }
+  if (auto dtype = args.Get("dtype")) {
+    ASSIGN_OR_RETURN(v1::DType parsed, DTypeFlag(*dtype));
+    filter.set_dtype(parsed);
+  }
+  if (auto mode = args.Get("mode")) {
+    ASSIGN_OR_RETURN(v1::Mode parsed, ModeFlag(*mode));
+    filter.set_mode(parsed);
+  }
+  filter.set_variant(args.GetOr("variant", ""));
+  if (auto state = args.Get("state")) {
+    v1::ResultState parsed;
+    std::string upper = *state;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (!v1::ResultState_Parse(upper, &parsed) || parsed == v1::STATE_UNSPECIFIED) {
+      return InvalidArgument("unknown --state '" + *state + "' (OK, COMPILE_FAILED, ILLEGAL_ADDRESS, TIMEOUT, ...)");
+    }
+    filter.set_state(parsed);
+  }
+  filter.set_origin(args.GetOr("origin", ""));
+  filter.set_device_model(args.GetOr("device-model", ""));
+  return filter;
 }
 
 StatusOr<v1::MissPolicy> MissPolicyFlag(const std::string& text) {
@@ -183,18 +225,24 @@ const std::vector<Cli::Command>& Cli::Commands() {
        &Cli::Bench},
       {"records", "list benchmark records",
        [](ArgParser& p) {
-         p.AddFlag("op", "NAME", "operator");
-         p.AddFlag("shape", "BxLxW", "shape");
-         p.AddFlag("dtype", "fp32|bf16|fp16", "dtype");
-         p.AddFlag("mode", "fwd|bwd|fwd_bwd", "mode");
-         p.AddFlag("variant", "NAME", "variant");
-         p.AddFlag("state", "STATE", "OK, ILLEGAL_ADDRESS, TIMEOUT, WRONG_RESULT, ...");
-         p.AddFlag("origin", "ORIGIN", "tuned, benchmark, retime or imported");
-         p.AddFlag("device-model", "NAME", "device model, e.g. 'NVIDIA H200'");
+         AddRecordFilterFlags(p);
          p.AddFlag("limit", "N", "records per page (default 100, at most 1000)");
          p.AddFlag("page-token", "T", "continue a listing");
        },
        &Cli::Records},
+      {"export", "records as JSON in the seeds' schema (seed 001 plus scantune's fields)",
+       [](ArgParser& p) {
+         AddRecordFilterFlags(p);
+         p.AddFlag("limit", "N", "at most N records, newest first (default 1000, at most 10000)");
+         p.AddFlag("out", "FILE", "write the JSON to FILE instead of stdout");
+       },
+       &Cli::Export},
+      {"import", "store a seed-schema JSON file (or an export) as imported records",
+       [](ArgParser& p) {
+         p.AddPositional("FILE", "JSON file: a scantune export or seed 000 / 001 / 004 schema");
+         p.AddFlag("source", "NAME", "where the records came from (default: the file name)");
+       },
+       &Cli::Import},
       {"record", "one record with every field, samples included",
        [](ArgParser& p) { p.AddPositional("ID", "record id"); }, &Cli::Record},
       {"health", "check that the daemon is serving", [](ArgParser&) {}, &Cli::Health},
@@ -509,35 +557,9 @@ int Cli::Bench(const ArgParser& args) {
 
 int Cli::Records(const ArgParser& args) {
   v1::ListRecordsRequest request;
-  v1::RecordFilter* filter = request.mutable_filter();
-  filter->set_op(args.GetOr("op", ""));
-  if (auto shape = args.Get("shape")) {
-    StatusOr<v1::Shape> parsed = ShapeFlag(*shape);
-    if (!parsed.ok()) return UsageError(parsed.status().message());
-    *filter->mutable_shape() = *parsed;
-  }
-  if (auto dtype = args.Get("dtype")) {
-    StatusOr<v1::DType> parsed = DTypeFlag(*dtype);
-    if (!parsed.ok()) return UsageError(parsed.status().message());
-    filter->set_dtype(*parsed);
-  }
-  if (auto mode = args.Get("mode")) {
-    StatusOr<v1::Mode> parsed = ModeFlag(*mode);
-    if (!parsed.ok()) return UsageError(parsed.status().message());
-    filter->set_mode(*parsed);
-  }
-  filter->set_variant(args.GetOr("variant", ""));
-  if (auto state = args.Get("state")) {
-    v1::ResultState parsed;
-    std::string upper = *state;
-    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (!v1::ResultState_Parse(upper, &parsed) || parsed == v1::STATE_UNSPECIFIED) {
-      return UsageError("unknown --state '" + *state + "' (OK, COMPILE_FAILED, ILLEGAL_ADDRESS, TIMEOUT, ...)");
-    }
-    filter->set_state(parsed);
-  }
-  filter->set_origin(args.GetOr("origin", ""));
-  filter->set_device_model(args.GetOr("device-model", ""));
+  StatusOr<v1::RecordFilter> filter = RecordFilterFlags(args);
+  if (!filter.ok()) return UsageError(filter.status().message());
+  *request.mutable_filter() = *filter;
   if (auto limit = args.Get("limit")) {
     char* end = nullptr;
     long n = std::strtol(limit->c_str(), &end, 10);
@@ -557,6 +579,59 @@ int Cli::Records(const ArgParser& args) {
   if (!response->next_page_token().empty()) {
     err_ << "more records: --page-token " << response->next_page_token() << "\n";
   }
+  return kExitOk;
+}
+
+int Cli::Export(const ArgParser& args) {
+  v1::ExportRequest request;
+  StatusOr<v1::RecordFilter> filter = RecordFilterFlags(args);
+  if (!filter.ok()) return UsageError(filter.status().message());
+  *request.mutable_filter() = *filter;
+  request.set_format("seed001");
+  if (auto limit = args.Get("limit")) {
+    char* end = nullptr;
+    long n = std::strtol(limit->c_str(), &end, 10);
+    if (limit->empty() || *end != '\0' || n <= 0 || n > 1000000) {
+      return UsageError("--limit needs a positive number, got '" + *limit + "'");
+    }
+    request.set_max_records(static_cast<int32_t>(n));
+  }
+  StatusOr<v1::ExportResponse> response = client_->Export(request);
+  if (!response.ok()) return RpcError("export", response.status());
+  if (auto out = args.Get("out")) {
+    std::ofstream file(*out, std::ios::binary | std::ios::trunc);
+    file << response->json();
+    if (!file.good()) {
+      err_ << "scantune: cannot write " << *out << "\n";
+      return kExitRpcError;
+    }
+    err_ << response->records() << " records written to " << *out << "\n";
+    return kExitOk;
+  }
+  // The export is JSON already; --json changes nothing.
+  out_ << response->json() << "\n";
+  return kExitOk;
+}
+
+int Cli::Import(const ArgParser& args) {
+  const std::string& path = args.positionals().at(0);
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return UsageError("cannot read '" + path + "'");
+  std::ostringstream text;
+  text << file.rdbuf();
+  v1::ImportRequest request;
+  request.set_json(text.str());
+  std::string source = args.GetOr("source", "");
+  if (source.empty()) source = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+  request.set_source_name(source);
+  StatusOr<v1::ImportResponse> response = client_->Import(request);
+  if (!response.ok()) return RpcError("import", response.status());
+  if (json_) {
+    PrintJson(*response);
+    return kExitOk;
+  }
+  out_ << "imported " << response->imported() << " records, skipped " << response->skipped() << " rows\n";
+  for (const std::string& w : response->warnings()) out_ << "warning: " << w << "\n";
   return kExitOk;
 }
 

@@ -129,4 +129,20 @@ StatusOr<v1::Record> ScantuneClient::GetRecord(int64_t id) {
   return response;
 }
 
+StatusOr<v1::ExportResponse> ScantuneClient::Export(const v1::ExportRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, false);
+  v1::ExportResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->Export(&context, request, &response)));
+  return response;
+}
+
+StatusOr<v1::ImportResponse> ScantuneClient::Import(const v1::ImportRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, false);
+  v1::ImportResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->Import(&context, request, &response)));
+  return response;
+}
+
 }  // namespace scantune

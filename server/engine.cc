@@ -16,6 +16,7 @@
 #include "db/store.h"
 #include "server/compile_cache.h"
 #include "server/job_queue.h"
+#include "server/record_json.h"
 #include "server/selector.h"
 #include "server/tuner.h"
 #include "server/worker_pool.h"
@@ -36,6 +37,8 @@ class Engine::Impl {
   StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request);
   StatusOr<v1::Record> GetRecord(int64_t id) { return store_->GetRecord(id); }
   StatusOr<v1::ListRecordsResponse> ListRecords(const v1::ListRecordsRequest& request);
+  StatusOr<v1::ExportResponse> Export(const v1::ExportRequest& request);
+  StatusOr<v1::ImportResponse> Import(const v1::ImportRequest& request);
 
  private:
   StatusOr<Problem> ParseProblem(const v1::Problem& proto) const;
@@ -373,6 +376,49 @@ StatusOr<v1::ListRecordsResponse> Engine::Impl::ListRecords(const v1::ListRecord
   return response;
 }
 
+StatusOr<v1::ExportResponse> Engine::Impl::Export(const v1::ExportRequest& request) {
+  if (!request.format().empty() && request.format() != "seed001") {
+    return InvalidArgument("export: unknown format '" + request.format() + "' (known: seed001)");
+  }
+  if (request.max_records() < 0) {
+    return InvalidArgument("export: max_records must not be negative, got " + std::to_string(request.max_records()));
+  }
+  // The cap keeps one response (and the daemon's memory for it) bounded.
+  constexpr int kDefaultMaxRecords = 1000;
+  constexpr int kMaxMaxRecords = 10000;
+  const int cap = std::min(request.max_records() == 0 ? kDefaultMaxRecords : request.max_records(), kMaxMaxRecords);
+  std::vector<v1::Record> records;
+  std::string token;
+  do {
+    ASSIGN_OR_RETURN(RecordPage page,
+                     store_->ListRecords(request.filter(), std::min(1000, cap - static_cast<int>(records.size())),
+                                         token));
+    for (v1::Record& r : page.records) records.push_back(std::move(r));
+    token = page.next_page_token;
+  } while (!token.empty() && static_cast<int>(records.size()) < cap);
+  v1::ExportResponse response;
+  ASSIGN_OR_RETURN(*response.mutable_json(), RecordsToSeedJson(records));
+  response.set_records(static_cast<int32_t>(records.size()));
+  return response;
+}
+
+StatusOr<v1::ImportResponse> Engine::Impl::Import(const v1::ImportRequest& request) {
+  StatusOr<ImportedRecords> parsed = RecordsFromSeedJson(request.json(), request.source_name());
+  if (!parsed.ok()) return parsed.status().Annotate("import");
+  v1::ImportResponse response;
+  if (!parsed->records.empty()) {
+    // No selection: imported records are facts about other machines and
+    // other code, never an answer to Select.
+    ASSIGN_OR_RETURN(std::vector<int64_t> ids, store_->CommitResults(parsed->records, std::nullopt, -1));
+    response.set_imported(static_cast<int32_t>(ids.size()));
+  }
+  response.set_skipped(parsed->skipped);
+  for (std::string& w : parsed->warnings) response.add_warnings(std::move(w));
+  Logger("server")->info("import from '{}': {} records imported, {} rows skipped", request.source_name(),
+                         response.imported(), response.skipped());
+  return response;
+}
+
 // --- Engine: forwards to Impl -------------------------------------------------
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
@@ -403,5 +449,8 @@ StatusOr<v1::Record> Engine::GetRecord(int64_t id) { return impl_->GetRecord(id)
 StatusOr<v1::ListRecordsResponse> Engine::ListRecords(const v1::ListRecordsRequest& request) {
   return impl_->ListRecords(request);
 }
+
+StatusOr<v1::ExportResponse> Engine::Export(const v1::ExportRequest& request) { return impl_->Export(request); }
+StatusOr<v1::ImportResponse> Engine::Import(const v1::ImportRequest& request) { return impl_->Import(request); }
 
 }  // namespace scantune

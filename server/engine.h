@@ -48,6 +48,11 @@ class Engine {
   StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request);
   StatusOr<v1::Record> GetRecord(int64_t id);
   StatusOr<v1::ListRecordsResponse> ListRecords(const v1::ListRecordsRequest& request);
+  // Records matching the filter, newest first, as JSON in seed 001's schema.
+  StatusOr<v1::ExportResponse> Export(const v1::ExportRequest& request);
+  // Stores every readable row of a seed-schema document (or an export) as an
+  // "imported" record in one transaction, without touching any selection.
+  StatusOr<v1::ImportResponse> Import(const v1::ImportRequest& request);
 
  private:
   class Impl;

@@ -232,6 +232,24 @@ grpc::ServerUnaryReactor* ScantuneService::ListDevices(grpc::CallbackServerConte
   });
 }
 
+// Export and Import read or write the whole database in one call (up to
+// 16 MiB of JSON), so they run off the reactor threads like every other call.
+grpc::ServerUnaryReactor* ScantuneService::Export(grpc::CallbackServerContext* context,
+                                                  const v1::ExportRequest* request, v1::ExportResponse* response) {
+  return RunUnary(context, "Export", [this, request, response]() -> Status {
+    ASSIGN_OR_RETURN(*response, engine_->Export(*request));
+    return Status::Ok();
+  });
+}
+
+grpc::ServerUnaryReactor* ScantuneService::Import(grpc::CallbackServerContext* context,
+                                                  const v1::ImportRequest* request, v1::ImportResponse* response) {
+  return RunUnary(context, "Import", [this, request, response]() -> Status {
+    ASSIGN_OR_RETURN(*response, engine_->Import(*request));
+    return Status::Ok();
+  });
+}
+
 grpc::ServerWriteReactor<v1::TuneProgress>* ScantuneService::Tune(grpc::CallbackServerContext* context,
                                                                   const v1::TuneRequest* request) {
   std::shared_ptr<TuneReactor> reactor = TuneReactor::Create();

@@ -51,6 +51,10 @@ class ScantuneService final : public v1::Scantune::CallbackService {
                                       v1::Record* response) override;
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context, const v1::ListDevicesRequest* request,
                                         v1::ListDevicesResponse* response) override;
+  grpc::ServerUnaryReactor* Export(grpc::CallbackServerContext* context, const v1::ExportRequest* request,
+                                   v1::ExportResponse* response) override;
+  grpc::ServerUnaryReactor* Import(grpc::CallbackServerContext* context, const v1::ImportRequest* request,
+                                   v1::ImportResponse* response) override;
 
  private:
   // Runs `work` on a new thread counted in calls_in_flight_; false (and
