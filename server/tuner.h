@@ -20,6 +20,7 @@
 #include "common/problem.h"
 #include "common/status.h"
 #include "common/variant.h"
+#include "compiler/candidate.h"
 #include "compiler/plan.h"
 #include "db/store.h"
 #include "proto/worker.pb.h"
@@ -42,11 +43,6 @@ struct TuneDevice {
 // (if missing) and the derived figures the worker left out.
 void FinishRecord(const TuneDevice& device, const Problem& problem, uint64_t job_id, const std::string& origin,
                   v1::Record* record);
-
-// The worker candidate of a compiled variant: cubin, and the plan's launches
-// with entry = the lowered name of each instance.
-StatusOr<v1::Candidate> MakeCandidate(const Variant& variant, const Problem& problem, const DeviceLimits& limits,
-                                      const CompileResult& compiled);
 
 class Tuner {
  public:

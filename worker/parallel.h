@@ -18,8 +18,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <thread>
 #include <vector>
+
+#include "common/problem.h"
 
 namespace scantune {
 
@@ -65,6 +68,27 @@ void ParallelFor(size_t n, size_t grain, Fn&& fn) {
   for (size_t k = 1; k < chunks; ++k) threads.emplace_back([&fn, k, b = bound(k), e = bound(k + 1)] { fn(k, b, e); });
   fn(size_t{0}, size_t{0}, bound(1));
   // jthread joins on destruction.
+}
+
+// Per-channel scans are independent, so they split over (batch, channel)
+// pairs: a chunk is a contiguous run of the flattened index b * W + c, walked
+// batch by batch, and fn(b, c0, c1) is called for each batch's slice [c0, c1)
+// of it. Per element the arithmetic is the same whatever chunk holds it, so
+// results are bit-identical for any thread count. The grain keeps a chunk's
+// slice of a row at least a few cache lines wide.
+inline constexpr size_t kChannelGrain = 32;
+
+template <typename Fn>
+void ForEachChannelRange(const Shape& shape, Fn&& fn) {
+  const int64_t W = shape.width;
+  ParallelFor(static_cast<size_t>(shape.batch * W), kChannelGrain, [&](size_t, size_t begin, size_t end) {
+    for (int64_t pair = static_cast<int64_t>(begin); pair < static_cast<int64_t>(end);) {
+      const int64_t b = pair / W, c0 = pair % W;
+      const int64_t c1 = std::min<int64_t>(W, c0 + (static_cast<int64_t>(end) - pair));
+      fn(b, c0, c1);
+      pair += c1 - c0;
+    }
+  });
 }
 
 }  // namespace scantune

@@ -6,30 +6,6 @@
 #include "worker/parallel.h"
 
 namespace scantune {
-namespace {
-
-// Each channel's scan is independent, so the scans split over (batch,
-// channel) pairs: a chunk is a contiguous run of the flattened index
-// b * W + c, walked batch by batch. Per element the arithmetic is the same
-// whatever chunk holds it, so results are bit-identical for any thread count.
-// The grain keeps a chunk's slice of a row at least a few cache lines wide.
-constexpr size_t kChannelGrain = 32;
-
-// fn(b, c0, c1) for each batch's slice [c0, c1) of the chunk [begin, end).
-template <typename Fn>
-void ForEachChannelRange(const Shape& shape, Fn&& fn) {
-  const int64_t W = shape.width;
-  ParallelFor(static_cast<size_t>(shape.batch * W), kChannelGrain, [&](size_t, size_t begin, size_t end) {
-    for (int64_t pair = static_cast<int64_t>(begin); pair < static_cast<int64_t>(end);) {
-      const int64_t b = pair / W, c0 = pair % W;
-      const int64_t c1 = std::min<int64_t>(W, c0 + (static_cast<int64_t>(end) - pair));
-      fn(b, c0, c1);
-      pair += c1 - c0;
-    }
-  });
-}
-
-}  // namespace
 
 LinearScanForwardRef LinearScanForward(const Shape& shape, std::span<const double> a, std::span<const double> x,
                                        std::span<const double> h0) {

@@ -9,24 +9,6 @@
 namespace scantune {
 namespace {
 
-// As in reference.cc (its helper is file-local there): the scans split over
-// (batch, channel) pairs, a chunk being a contiguous run of b * W + c walked
-// batch by batch; per element the arithmetic does not depend on the chunk.
-constexpr size_t kChannelGrain = 32;
-
-template <typename Fn>
-void ForEachChannelRange(const Shape& shape, Fn&& fn) {
-  const int64_t W = shape.width;
-  ParallelFor(static_cast<size_t>(shape.batch * W), kChannelGrain, [&](size_t, size_t begin, size_t end) {
-    for (int64_t pair = static_cast<int64_t>(begin); pair < static_cast<int64_t>(end);) {
-      const int64_t b = pair / W, c0 = pair % W;
-      const int64_t c1 = std::min<int64_t>(W, c0 + (static_cast<int64_t>(end) - pair));
-      fn(b, c0, c1);
-      pair += c1 - c0;
-    }
-  });
-}
-
 // Per-token passes (samu's controller) split over the B*L token rows; each
 // row's sums over channels run in channel order on one thread.
 constexpr size_t kTokenGrain = 16;

@@ -39,24 +39,11 @@ Message ParseJson(const std::string& text) {
   return message;
 }
 
-// Two real variants that can run the test problem (one per algorithm): enough
-// for a selection, few enough to compile quickly.
+// Two real variants that can run the test problem: enough for a selection,
+// few enough to compile quickly.
 std::vector<std::string> TwoVariants() {
-  Problem problem;
-  problem.op = Op::kLinearScan;
-  problem.shape = *ParseShape(kShape);
-  problem.dtype = DType::kBF16;
-  problem.mode = Mode::kFwdBwd;
-  std::map<Algorithm, std::string> one_each;
-  for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
-    if (CanImplement(v, problem, DeviceLimits()).ok() && !one_each.count(v.algorithm)) {
-      one_each[v.algorithm] = v.Name();
-    }
-  }
-  std::vector<std::string> names;
-  for (const auto& [algorithm, name] : one_each) {
-    if (names.size() < 2) names.push_back(name);
-  }
+  std::vector<std::string> names = OneVariantPerAlgorithm(kShape);
+  if (names.size() > 2) names.resize(2);
   return names;
 }
 

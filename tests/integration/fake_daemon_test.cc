@@ -41,22 +41,7 @@ Message ParseJson(const std::string& text) {
 
 // One real variant of each algorithm that can run the test problem; the
 // last one is made to produce a wrong result by the fake worker.
-std::vector<std::string> RealVariants() {
-  Problem problem;
-  problem.op = Op::kLinearScan;
-  problem.shape = *ParseShape(kShape);
-  problem.dtype = DType::kBF16;
-  problem.mode = Mode::kFwdBwd;
-  std::map<Algorithm, std::string> one_each;
-  for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
-    if (CanImplement(v, problem, DeviceLimits()).ok() && !one_each.count(v.algorithm)) {
-      one_each[v.algorithm] = v.Name();
-    }
-  }
-  std::vector<std::string> names;
-  for (const auto& [algorithm, name] : one_each) names.push_back(name);
-  return names;
-}
+std::vector<std::string> RealVariants() { return OneVariantPerAlgorithm(kShape); }
 
 std::string Join(const std::vector<std::string>& items) {
   std::string text;

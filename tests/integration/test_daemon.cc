@@ -12,7 +12,11 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <map>
 #include <thread>
+
+#include "common/problem.h"
+#include "compiler/plan.h"
 
 namespace scantune::testing {
 
@@ -135,6 +139,23 @@ std::unique_ptr<ScantuneClient> TestDaemon::Client() const {
   ClientOptions options;
   options.address = address_;
   return std::make_unique<ScantuneClient>(options);
+}
+
+std::vector<std::string> OneVariantPerAlgorithm(const std::string& shape) {
+  Problem problem;
+  problem.op = Op::kLinearScan;
+  problem.shape = *ParseShape(shape);
+  problem.dtype = DType::kBF16;
+  problem.mode = Mode::kFwdBwd;
+  std::map<Algorithm, std::string> one_each;
+  for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
+    if (CanImplement(v, problem, DeviceLimits()).ok() && !one_each.count(v.algorithm)) {
+      one_each[v.algorithm] = v.Name();
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& [algorithm, name] : one_each) names.push_back(name);
+  return names;
 }
 
 }  // namespace scantune::testing

@@ -60,4 +60,8 @@ class TestDaemon {
   int exit_status_ = -1;
 };
 
+// One real variant of each algorithm that can run linear_scan bf16 fwd_bwd at
+// `shape` (as the daemon would enumerate them), in algorithm order.
+std::vector<std::string> OneVariantPerAlgorithm(const std::string& shape);
+
 }  // namespace scantune::testing

@@ -24,7 +24,7 @@ TEST(CandidateTest, OneVariantPerAlgorithmBuildsACandidate) {
       auto compiled = compiler.Compile({v, Op::kLinearScan, DType::kBF16, limits.cc_major, limits.cc_minor});
       ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
       ASSERT_EQ(compiled->state, v1::OK) << compiled->log;
-      auto candidate = testing::MakeCandidate(v, *compiled, problem, limits);
+      auto candidate = MakeCandidate(v, problem, limits, *compiled);
       ASSERT_TRUE(candidate.ok()) << candidate.status().ToString();
       EXPECT_FALSE(candidate->cubin().empty());
       ASSERT_GT(candidate->launches_size(), 0);

@@ -8,6 +8,7 @@
 #include "common/problem.h"
 #include "common/status.h"
 #include "common/variant.h"
+#include "compiler/candidate.h"
 #include "compiler/nvrtc_compiler.h"
 #include "compiler/plan.h"
 #include "proto/worker.pb.h"
@@ -24,10 +25,6 @@ struct TestGpu {
 
 // The device 0 of this machine, or why there is none.
 StatusOr<TestGpu*> GetTestGpu();
-
-// The Candidate for `problem` from a module compiled for (variant, dtype).
-StatusOr<v1::Candidate> MakeCandidate(const Variant& variant, const CompileResult& compiled, const Problem& problem,
-                                      const DeviceLimits& limits);
 
 }  // namespace scantune::testing
 

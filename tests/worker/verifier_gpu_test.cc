@@ -49,7 +49,7 @@ TEST(VerifierGpuTest, EveryVariantIsLegal) {
         }
         ASSERT_TRUE(compiled[i].ok()) << compiled[i].status().ToString();
         ASSERT_EQ(compiled[i]->state, v1::OK) << compiled[i]->log;
-        auto candidate = testing::MakeCandidate(variant, *compiled[i], problem, gpu->limits);
+        auto candidate = MakeCandidate(variant, problem, gpu->limits, *compiled[i]);
         ASSERT_TRUE(candidate.ok()) << candidate.status().ToString();
         auto outcome = verifier.Verify(*candidate);
         ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();

@@ -22,7 +22,7 @@ StatusOr<v1::Candidate> Compile(const Variant& variant, const Problem& problem, 
   ASSIGN_OR_RETURN(CompileResult compiled,
                    compiler.Compile({variant, problem.op, problem.dtype, gpu.limits.cc_major, gpu.limits.cc_minor}));
   if (compiled.state != v1::OK) return Internal("compile of " + variant.Name() + " failed: " + compiled.log);
-  return testing::MakeCandidate(variant, compiled, problem, gpu.limits);
+  return MakeCandidate(variant, problem, gpu.limits, compiled);
 }
 
 Variant TestOnly(Algorithm algorithm) {
