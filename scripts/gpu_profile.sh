@@ -5,16 +5,9 @@
 # launches (the verification launches). Clocks are left alone.
 #   device.run carry=[".bundle"] command="bash scripts/gpu_profile.sh VARIANT SHAPE"
 set -uo pipefail
-root=$(pwd)
 variant=${1:-lookbacksmem_v4_t256_c64_i256}
 shape=${2:-1x32768x2048}
-out=${OUT:-$root/gpu-out}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$root/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-src=$(cat "$root/.bundle/SOURCE_DIR")
-if [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
-[ -e "$root/build" ] || ln -s "$root/.bundle/build" "$root/build"
-bin=$src/build
+source "$(dirname "$0")/gpu_env.sh"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 sock=unix:///tmp/scantune-prof.sock
 rm -f /tmp/scantune-prof.db*

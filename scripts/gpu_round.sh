@@ -5,16 +5,8 @@
 # prints also lands under $OUT (the folder the device tool brings back).
 #   device.run carry=[".bundle"] command="bash scripts/gpu_round.sh [tests|tune|all]"
 set -uo pipefail
-root=$(pwd)
 what=${1:-all}
-out=${OUT:-$root/gpu-out}
-mkdir -p "$out"
-export LD_LIBRARY_PATH=$root/.bundle/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-# The build tree's ctest files name absolute paths under the source dir it was built in.
-src=$(cat "$root/.bundle/SOURCE_DIR")
-if [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
-[ -e "$root/build" ] || ln -s "$root/.bundle/build" "$root/build"
-bin=$src/build
+source "$(dirname "$0")/gpu_env.sh"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv | tee "$out/gpu.txt"
 
 if [ "$what" = tests ] || [ "$what" = all ]; then

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "common/framing.h"
 #include "proto/worker.pb.h"
 
@@ -51,6 +53,16 @@ class SpawnedWorker {
 
   Status Send(const v1::WorkerCommand& command) { return WriteFrame(fd_, command); }
   Status Receive(v1::WorkerEvent* event, int timeout_ms) { return ReadFrame(fd_, event, timeout_ms); }
+
+  // Asks the worker to shut down and checks that it exits with status 0.
+  void ShutdownAndExpectCleanExit() {
+    v1::WorkerCommand shutdown;
+    shutdown.set_shutdown(true);
+    ASSERT_TRUE(Send(shutdown).ok());
+    const int status = Wait();
+    ASSERT_TRUE(WIFEXITED(status));
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  }
 
   // The raw wait status of the child.
   int Wait() {

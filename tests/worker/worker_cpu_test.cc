@@ -115,12 +115,7 @@ TEST(WorkerBinaryTest, WithoutGpuHelloCarriesTheErrorAndJobsAreRefused) {
   EXPECT_EQ(event.done().job_id(), 42u);
   EXPECT_EQ(event.done().error().rfind("no GPU: ", 0), 0u) << event.done().error();
 
-  v1::WorkerCommand shutdown;
-  shutdown.set_shutdown(true);
-  ASSERT_TRUE(worker.Send(shutdown).ok());
-  const int status = worker.Wait();
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  worker.ShutdownAndExpectCleanExit();
 }
 
 }  // namespace

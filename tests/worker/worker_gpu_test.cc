@@ -156,12 +156,7 @@ TEST(WorkerGpuTest, LegalCandidatesAreTimedInCounterbalancedRounds) {
     EXPECT_GT(r.memory().delta_bytes(), 0u);
     EXPECT_LE(r.rel_err(), 1e-2);
   }
-  v1::WorkerCommand shutdown;
-  shutdown.set_shutdown(true);
-  ASSERT_TRUE(worker.Send(shutdown).ok());
-  const int status = worker.Wait();
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  worker.ShutdownAndExpectCleanExit();
 }
 
 }  // namespace
