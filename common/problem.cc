@@ -21,12 +21,26 @@ std::string Problem::Key() const {
   std::string key = std::string(OpName(op)) + "/" + FormatShape(shape) + "/" + DTypeName(dtype) + "/" +
                     ModeName(mode);
   if (has_h0) key += "/h0";
+  if (op == Op::kSelectiveScan) key += "/" + OpKey().substr(sizeof("selective_scan:") - 1);
+  return key;
+}
+
+std::string Problem::OpKey() const {
+  std::string key = OpName(op);
+  if (op != Op::kSelectiveScan) return key;
+  key += ":n" + std::to_string(ssm.state);
+  if (ssm.delta_bias) key += "+bias";
+  if (ssm.delta_softplus) key += "+softplus";
+  if (ssm.z_gate) key += "+z";
   return key;
 }
 
 const char* OpName(Op op) {
   switch (op) {
     case Op::kLinearScan: return "linear_scan";
+    case Op::kRgLru: return "rglru";
+    case Op::kSamu: return "samu";
+    case Op::kSelectiveScan: return "selective_scan";
   }
   return "?";
 }
@@ -51,10 +65,11 @@ const char* ModeName(Mode mode) {
 
 StatusOr<Op> ParseOp(std::string_view name) {
   if (name == "linear_scan") return Op::kLinearScan;
-  if (name == "rglru" || name == "samu" || name == "selective_scan") {
-    return Unimplemented("operator '" + std::string(name) + "' is not implemented yet (available: linear_scan)");
-  }
-  return InvalidArgument("unknown operator '" + std::string(name) + "' (available: linear_scan)");
+  if (name == "rglru") return Op::kRgLru;
+  if (name == "samu") return Op::kSamu;
+  if (name == "selective_scan") return Op::kSelectiveScan;
+  return InvalidArgument("unknown operator '" + std::string(name) +
+                         "' (available: linear_scan, rglru, samu, selective_scan)");
 }
 
 StatusOr<DType> ParseDType(std::string_view name) {
@@ -113,6 +128,22 @@ Status Validate(const Problem& p, const ProblemLimits& limits) {
     return InvalidArgument("shape " + FormatShape(s) + " has " + std::to_string(s.elements()) +
                            " elements, over the limit of " + std::to_string(limits.max_elements));
   }
+  if (p.op == Op::kSelectiveScan) {
+    const int n = p.ssm.state;
+    if (n != 8 && n != 16 && n != 32 && n != 64) {
+      return InvalidArgument("selective_scan state_dim must be 8, 16, 32 or 64, got " + std::to_string(n));
+    }
+    // The state (B, D, N) and the (B, L, N) inputs count against the limit too.
+    const int64_t state_elements = s.batch * s.width * n;
+    if (state_elements > limits.max_elements) {
+      return InvalidArgument("selective_scan state " + std::to_string(s.batch) + "x" + std::to_string(s.width) + "x" +
+                             std::to_string(n) + " is over the limit of " + std::to_string(limits.max_elements) +
+                             " elements");
+    }
+  } else if (p.ssm != SsmOptions{}) {
+    return InvalidArgument(std::string("state_dim, delta_bias, delta_softplus and z_gate apply to selective_scan only, not ") +
+                           OpName(p.op));
+  }
   return Status::Ok();
 }
 
@@ -134,6 +165,15 @@ StatusOr<Problem> ProblemFromProto(const v1::Problem& proto) {
     default: return InvalidArgument("problem.mode is required (FWD, BWD or FWD_BWD)");
   }
   p.has_h0 = proto.has_h0();
+  if (p.op == Op::kSelectiveScan) {
+    p.ssm.state = proto.state_dim() == 0 ? 16 : static_cast<int>(proto.state_dim());
+    p.ssm.delta_bias = proto.delta_bias();
+    p.ssm.delta_softplus = proto.delta_softplus();
+    p.ssm.z_gate = proto.z_gate();
+  } else if (proto.state_dim() != 0 || proto.delta_bias() || proto.delta_softplus() || proto.z_gate()) {
+    return InvalidArgument(std::string("problem.state_dim, delta_bias, delta_softplus and z_gate apply to "
+                                       "selective_scan only, not ") + OpName(p.op));
+  }
   RETURN_IF_ERROR(Validate(p));
   return p;
 }
@@ -165,17 +205,47 @@ v1::Problem ToProto(const Problem& p) {
   proto.set_dtype(ToProto(p.dtype));
   proto.set_mode(ToProto(p.mode));
   proto.set_has_h0(p.has_h0);
+  if (p.op == Op::kSelectiveScan) {
+    proto.set_state_dim(static_cast<uint32_t>(p.ssm.state));
+    proto.set_delta_bias(p.ssm.delta_bias);
+    proto.set_delta_softplus(p.ssm.delta_softplus);
+    proto.set_z_gate(p.ssm.z_gate);
+  }
   return proto;
 }
 
 uint64_t FloorBytes(const Problem& p, Mode mode) {
   const uint64_t n = static_cast<uint64_t>(p.shape.elements());
   const uint64_t e = static_cast<uint64_t>(ElementBytes(p.dtype));
-  const uint64_t state = static_cast<uint64_t>(p.shape.batch * p.shape.width) * sizeof(float);
-  // fwd: a, x in; h out; final state out (+ h0 in).
-  const uint64_t fwd = 3 * n * e + state + (p.has_h0 ? state : 0);
-  // bwd: a, dh, h in; da, dx out (+ h0 in and dh0 out).
-  const uint64_t bwd = 5 * n * e + (p.has_h0 ? 2 * state : 0);
+  const uint64_t w = static_cast<uint64_t>(p.shape.width);
+  const uint64_t f = sizeof(float);
+  const uint64_t tokens = static_cast<uint64_t>(p.shape.batch * p.shape.length);
+  uint64_t state = static_cast<uint64_t>(p.shape.batch) * w * f;
+  if (p.op == Op::kSelectiveScan) state *= static_cast<uint64_t>(p.ssm.state);
+  const uint64_t h0 = p.has_h0 ? state : 0;
+  uint64_t fwd = 0, bwd = 0;
+  switch (p.op) {
+    case Op::kLinearScan:
+      fwd = 3 * n * e + state + h0;  // a, x in; h out; final state out (+ h0 in)
+      bwd = 5 * n * e + 2 * h0;      // a, dh, h in; da, dx out (+ h0 in, dh0 out)
+      break;
+    case Op::kRgLru:
+      fwd = 4 * n * e + w * f + state + h0;           // x, ga, gx, Lambda in; h, final state out
+      bwd = 8 * n * e + 2 * w * f + 2 * h0;           // x, ga, gx, h, dh, Lambda in; dx, dga, dgx, dLambda out
+      break;
+    case Op::kSamu:
+      fwd = 3 * n * e + 2 * tokens * f + (3 * w + 4) * f + state + h0;  // x in; y, h, (r, i) out
+      bwd = 4 * n * e + 2 * tokens * f + 2 * (3 * w + 4) * f + 2 * h0;  // x, h, dy, (r, i) in; dx out
+      break;
+    case Op::kSelectiveScan: {
+      const uint64_t bc = 2 * tokens * static_cast<uint64_t>(p.ssm.state) * e;  // Bm, Cm
+      const uint64_t params = (w * static_cast<uint64_t>(p.ssm.state) + w + (p.ssm.delta_bias ? w : 0)) * f;
+      const uint64_t z = p.ssm.z_gate ? n * e : 0;
+      fwd = 3 * n * e + z + bc + params + state + h0;               // u, delta (z), Bm, Cm in; y out
+      bwd = 5 * n * e + 2 * z + 2 * bc + 2 * params + 2 * h0;       // u, delta, dy (z) in; du, ddelta (dz) out
+      break;
+    }
+  }
   switch (mode) {
     case Mode::kFwd: return fwd;
     case Mode::kBwd: return bwd;
@@ -184,6 +254,26 @@ uint64_t FloorBytes(const Problem& p, Mode mode) {
   return 0;
 }
 
-uint64_t ParameterCount(const Problem&) { return 0; }
+uint64_t ParameterCount(const Problem& p) {
+  const uint64_t w = static_cast<uint64_t>(p.shape.width);
+  switch (p.op) {
+    case Op::kLinearScan: return 0;
+    case Op::kRgLru: return w;
+    case Op::kSamu: return 3 * w + 4;
+    case Op::kSelectiveScan: return w * static_cast<uint64_t>(p.ssm.state) + w + (p.ssm.delta_bias ? w : 0);
+  }
+  return 0;
+}
+
+uint64_t ControlValuesPerToken(const Problem& p) {
+  const uint64_t w = static_cast<uint64_t>(p.shape.width);
+  switch (p.op) {
+    case Op::kLinearScan: return 0;
+    case Op::kRgLru: return 2 * w;
+    case Op::kSamu: return 2;
+    case Op::kSelectiveScan: return 2 * static_cast<uint64_t>(p.ssm.state) + w;
+  }
+  return 0;
+}
 
 }  // namespace scantune

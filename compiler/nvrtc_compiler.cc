@@ -26,7 +26,7 @@ namespace {
 
 // The module's one translation unit; everything else comes in as headers.
 constexpr char kMainName[] = "scantune_module.cu";
-constexpr char kMainSource[] = "#include \"linear_scan.cuh\"\n";
+std::string MainSource(Op op) { return std::string("#include \"") + MainHeader(op) + "\"\n"; }
 
 // NVRTC 13 does not ship cuda_bf16.h / cuda_fp16.h as built-in headers, so
 // the toolkit's include directory is passed with -I. Looked up at run time
@@ -139,7 +139,8 @@ StatusOr<CompileResult> CompileNow(const CompileRequest& request, const std::vec
     header_names.push_back(source.name);
   }
   Program program;
-  nvrtcResult rc = nvrtcCreateProgram(program.out(), kMainSource, kMainName, static_cast<int>(sources.size()),
+  const std::string main_source = MainSource(request.op);
+  nvrtcResult rc = nvrtcCreateProgram(program.out(), main_source.c_str(), kMainName, static_cast<int>(sources.size()),
                                       header_texts.data(), header_names.data());
   if (rc != NVRTC_SUCCESS) return NvrtcError(rc, "nvrtcCreateProgram");
   for (const std::string& name : names) {
@@ -212,12 +213,12 @@ std::string NvrtcCompiler::CacheKey(const CompileRequest& request) const {
   h = Fnv1a(h, "nvrtc " + Version());
   h = Fnv1a(h, std::string("op ") + OpName(request.op));
   for (const std::string& option : KeyOptions(request)) h = Fnv1a(h, option);
-  for (const std::string& name : NameExpressions(request.variant, request.op, request.dtype)) h = Fnv1a(h, name);
+  for (const std::string& name : NameExpressions(request.variant, request.op, request.dtype, request.ssm)) h = Fnv1a(h, name);
   return Hex64(h);
 }
 
 StatusOr<CompileResult> NvrtcCompiler::Compile(const CompileRequest& request) const {
-  const std::vector<std::string> names = NameExpressions(request.variant, request.op, request.dtype);
+  const std::vector<std::string> names = NameExpressions(request.variant, request.op, request.dtype, request.ssm);
   if (names.empty()) {
     return InvalidArgument("no kernels for variant " + request.variant.Name() + " of " + OpName(request.op));
   }

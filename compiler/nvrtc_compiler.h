@@ -21,6 +21,7 @@ struct CompileRequest {
   Variant variant;
   Op op = Op::kLinearScan;
   DType dtype = DType::kF32;
+  SsmOptions ssm;  // selective_scan: N and options (template arguments of its instances)
   int cc_major = 9;
   int cc_minor = 0;
 };

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <utility>
 
+#include "compiler/op_planner.h"
 #include "kernels_src/linear_scan_params.h"
 
 namespace scantune {
@@ -196,9 +197,29 @@ DeviceLimits DeviceLimits::FromProto(const v1::DeviceInfo& device) {
   return limits;
 }
 
+namespace {
+
+// Null for linear_scan, whose plans are this file's.
+const OpPlanner* PlannerFor(Op op) {
+  switch (op) {
+    case Op::kLinearScan: return nullptr;
+    case Op::kRgLru:
+    case Op::kSamu: return &GatedPlanner();
+    case Op::kSelectiveScan: return &SsmPlanner();
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const char* MainHeader(Op op) {
+  if (const OpPlanner* planner = PlannerFor(op)) return planner->MainHeader(op);
+  return "linear_scan.cuh";
+}
+
 std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
+  if (const OpPlanner* planner = PlannerFor(op)) return planner->EnumerateVariants(op);
   std::vector<Variant> variants;
-  if (op != Op::kLinearScan) return variants;
   for (int vec : kVecs) {
     for (int threads : kSequentialThreads) {
       for (int prefetch : kPrefetches) {
@@ -271,7 +292,7 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
 }
 
 Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) {
-  if (problem.op != Op::kLinearScan) return Unimplemented(std::string("operator ") + OpName(problem.op));
+  if (const OpPlanner* planner = PlannerFor(problem.op)) return planner->CanImplement(v, problem, device);
   const Shape& s = problem.shape;
   if (s.batch < 1 || s.length < 1 || s.width < 1) {
     return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
@@ -372,8 +393,8 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
   return InvalidArgument("unknown algorithm");
 }
 
-std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype) {
-  if (op != Op::kLinearScan) return {};
+std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, const SsmOptions& ssm) {
+  if (const OpPlanner* planner = PlannerFor(op)) return planner->NameExpressions(v, op, dtype, ssm);
   switch (v.algorithm) {
     case Algorithm::kSequential:
       return {Instance("linear_scan_fwd_sequential", dtype, {v.vec, v.threads, v.prefetch}),
@@ -406,6 +427,7 @@ std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype) {
 }
 
 StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const DeviceLimits& device) {
+  if (const OpPlanner* planner = PlannerFor(problem.op)) return planner->MakePlan(v, problem, device);
   RETURN_IF_ERROR(CanImplement(v, problem, device));
   const Shape& s = problem.shape;
   const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype);
@@ -483,8 +505,8 @@ StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const De
 }
 
 std::vector<v1::ParamField> ParamLayout(Op op) {
+  if (const OpPlanner* planner = PlannerFor(op)) return planner->ParamLayout(op);
   std::vector<v1::ParamField> fields;
-  if (op != Op::kLinearScan) return fields;
   auto field = [&](const char* name, size_t offset, size_t size, const char* type, const char* meaning) {
     v1::ParamField f;
     f.set_name(name);
@@ -513,6 +535,9 @@ std::vector<v1::ParamField> ParamLayout(Op op) {
   return fields;
 }
 
-uint32_t ParamSize(Op op) { return op == Op::kLinearScan ? sizeof(LinearScanParams) : 0; }
+uint32_t ParamSize(Op op) {
+  if (const OpPlanner* planner = PlannerFor(op)) return planner->ParamSize(op);
+  return sizeof(LinearScanParams);
+}
 
 }  // namespace scantune

@@ -56,9 +56,13 @@ StatusOr<LaunchPlan> MakePlan(const Variant& variant, const Problem& problem, co
 
 // All template instances (name expressions) the variant's module holds for
 // this operator and dtype, fwd and bwd; the module is compiled once for both.
-std::vector<std::string> NameExpressions(const Variant& variant, Op op, DType dtype);
+// selective_scan's instances also depend on N and its options (`ssm`).
+std::vector<std::string> NameExpressions(const Variant& variant, Op op, DType dtype, const SsmOptions& ssm = {});
 
-// The LinearScanParams layout, for GetKernel.
+// The header the operator's NVRTC module includes ("linear_scan.cuh").
+const char* MainHeader(Op op);
+
+// The layout of the operator's by-value parameter struct, for GetKernel.
 std::vector<v1::ParamField> ParamLayout(Op op);
 uint32_t ParamSize(Op op);
 

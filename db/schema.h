@@ -225,7 +225,9 @@ inline constexpr char kSelectRecord[] = "SELECT id, record FROM records WHERE id
 // column, so rows that do not match never read its overflow pages.
 inline constexpr char kListRecordsHead[] = "SELECT id, record FROM records WHERE id < ?";
 inline constexpr char kWhereDeviceModel[] = " AND +device_model = ?";
-inline constexpr char kWhereOp[] = " AND +op = ?";
+// The op column holds Problem::OpKey(): "selective_scan:n16+z" matches a filter
+// of "selective_scan" (the GLOB parameter is the filter + ":*") or of the whole key.
+inline constexpr char kWhereOp[] = " AND (+op = ? OR +op GLOB ?)";
 inline constexpr char kWhereBatch[] = " AND +batch = ?";
 inline constexpr char kWhereLength[] = " AND +length = ?";
 inline constexpr char kWhereWidth[] = " AND +width = ?";

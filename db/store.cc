@@ -63,12 +63,20 @@ std::string DTypeText(v1::DType dtype) { return EnumText(v1::DType_descriptor(),
 std::string ModeText(v1::Mode mode) { return EnumText(v1::Mode_descriptor(), mode); }
 std::string StateText(int state) { return EnumText(v1::ResultState_descriptor(), state); }
 
+// The op column's text: Problem::OpKey() ("selective_scan:n16+softplus"), so
+// that problems with other structural options never share a selection. A
+// problem that does not parse (an imported record of an unknown operator) keys by its op name.
+std::string OpKeyOf(const v1::Problem& problem) {
+  auto parsed = ProblemFromProto(problem);
+  return parsed.ok() ? parsed->OpKey() : problem.op();
+}
+
 // Binds the eight key columns (device_model, op, batch, length, width, dtype,
 // mode, has_h0) that records and selections share, from parameter `first`.
 // Returns the next free parameter index.
 int BindProblemKey(Statement& stmt, int first, const std::string& device_model, const v1::Problem& problem) {
   stmt.BindText(first, device_model)
-      .BindText(first + 1, problem.op())
+      .BindText(first + 1, OpKeyOf(problem))
       .BindInt64(first + 2, problem.shape().batch())
       .BindInt64(first + 3, problem.shape().length())
       .BindInt64(first + 4, problem.shape().width())
@@ -425,7 +433,11 @@ StatusOr<RecordPage> Store::ListRecords(const v1::RecordFilter& filter, int page
     params.emplace_back(value);
   };
   text(db::kWhereDeviceModel, filter.device_model());
-  text(db::kWhereOp, filter.op());
+  if (!filter.op().empty()) {
+    sql += db::kWhereOp;
+    params.emplace_back(filter.op());
+    params.emplace_back(filter.op() + ":*");
+  }
   number(db::kWhereBatch, filter.shape().batch());
   number(db::kWhereLength, filter.shape().length());
   number(db::kWhereWidth, filter.shape().width());
@@ -480,7 +492,7 @@ StatusOr<std::vector<v1::Selection>> Store::ListSelections(const std::string& de
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(Statement stmt, statements_->Get(db::kListSelectionFamily));
   stmt.BindText(1, device_model)
-      .BindText(2, problem.op())
+      .BindText(2, OpKeyOf(problem))
       .BindText(3, DTypeText(problem.dtype()))
       .BindText(4, ModeText(problem.mode()))
       .BindInt64(5, problem.has_h0() ? 1 : 0);

@@ -67,18 +67,17 @@ bool CandidateModule::HasPhase(const std::string& phase) const {
   return false;
 }
 
-Status CandidateModule::Enqueue(const std::string& phase, const LinearScanParams& params, CudaFailure* failure) const {
+Status CandidateModule::Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace,
+                                CudaFailure* failure) const {
   const auto& api = ctx_.api();
   const auto& driver = ctx_.driver();
   if (workspace_zero_bytes_ > 0) {
-    RETURN_IF_ERROR(driver.Check(api.MemsetD8Async(reinterpret_cast<CUdeviceptr>(params.workspace), 0,
+    RETURN_IF_ERROR(driver.Check(api.MemsetD8Async(workspace, 0,
                                                    workspace_zero_bytes_, ctx_.stream()),
                                  "cuMemsetD8Async(workspace)", CudaCallSite::kSetup, failure));
   }
-  // The driver copies the parameter struct at launch, so one local copy
-  // serves every kernel of the phase.
-  LinearScanParams local = params;
-  void* args[] = {&local};
+  // The driver copies the parameter struct at launch.
+  void* args[] = {const_cast<void*>(params)};
   for (const Kernel& k : kernels_) {
     if (k.phase != phase) continue;
     RETURN_IF_ERROR(driver.Check(api.LaunchKernel(k.function, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1],

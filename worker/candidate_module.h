@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "common/status.h"
-#include "kernels_src/linear_scan_params.h"
 #include "proto/worker.pb.h"
 #include "worker/gpu_context.h"
 
@@ -32,9 +31,10 @@ class CandidateModule {
   uint64_t workspace_bytes() const { return workspace_bytes_; }
 
   // Queues the phase: zero the workspace prefix (the plan's contract before
-  // every phase), then each kernel of the phase with kernelParams = {&params}.
-  // params.workspace must point at workspace_bytes() of device memory.
-  Status Enqueue(const std::string& phase, const LinearScanParams& params, CudaFailure* failure) const;
+  // every phase), then each kernel of the phase with kernelParams = {params}:
+  // `params` is the operator's by-value parameter struct (OpIo::Params), whose
+  // workspace field is `workspace`, workspace_bytes() of device memory.
+  Status Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace, CudaFailure* failure) const;
 
  private:
   struct Kernel {

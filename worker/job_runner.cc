@@ -38,10 +38,12 @@ v1::Record JobRunner::BaseRecord(const v1::Job& job, const v1::Candidate& candid
   r.set_job_id(job.job_id());
   r.set_created_at(NowIso8601());
   auto problem = ProblemFromProto(job.problem());
-  if (problem.ok()) r.set_parameters(ParameterCount(*problem));
-  // linear_scan has no per-token control values and never materialises a
-  // transition tensor beyond its input a.
-  r.set_dynamic_control_values_per_token(0);
+  if (problem.ok()) {
+    r.set_parameters(ParameterCount(*problem));
+    r.set_dynamic_control_values_per_token(ControlValuesPerToken(*problem));
+  }
+  // No kernel of ours writes a (B, L, W) transition tensor: the operators'
+  // tensors (worker/op_io.h) are the only buffers besides the workspace.
   r.set_materialized_state_sized_transition(false);
   return r;
 }

@@ -10,7 +10,6 @@
 
 #include "worker/device_buffer.h"
 #include "worker/dtype_convert.h"
-#include "worker/input_generator.h"
 #include "worker/parallel.h"
 
 namespace scantune {
@@ -75,9 +74,9 @@ Partial MergeAll(const std::vector<Partial>& parts) {
 
 // The verdict on one output from its merged partial. out_at / ref_at give
 // single elements for the detail text.
-template <typename OutAt, typename RefAt>
+template <typename OutAt, typename RefAt, typename PositionOf>
 OutputCheck Finish(const OutputDesc& desc, const Partial& p, std::span<const uint8_t> raw, OutAt out_at, RefAt ref_at,
-                   const Shape& shape, double tolerance) {
+                   PositionOf position, double tolerance) {
   OutputCheck c;
   const std::string name = desc.name;
   if (p.first_bad != kNone) {
@@ -88,7 +87,7 @@ OutputCheck Finish(const OutputDesc& desc, const Partial& p, std::span<const uin
                                     [](uint8_t b) { return b == DeviceBuffer::kPoisonByte; });
     c.state = v1::WRONG_RESULT;
     c.rel_err = INFINITY;
-    c.detail = name + "[" + std::to_string(i) + "] " + Position(i, shape, desc.is_state) +
+    c.detail = name + "[" + std::to_string(i) + "] " + position(i) +
                (poison ? " was never written (poison left)" : " is " + FormatDouble(out_at(i)) + " (not finite)");
     return c;
   }
@@ -98,7 +97,7 @@ OutputCheck Finish(const OutputDesc& desc, const Partial& p, std::span<const uin
     c.state = v1::WRONG_RESULT;
     c.detail = name + ": max|out-ref|/max|ref| = " + FormatDouble(c.rel_err) + " > " + FormatDouble(tolerance) +
                "; worst at " + name + "[" + std::to_string(p.worst) + "] " +
-               Position(p.worst, shape, desc.is_state) + ": out " + FormatDouble(out_at(p.worst)) + ", ref " +
+               position(p.worst) + ": out " + FormatDouble(out_at(p.worst)) + ", ref " +
                FormatDouble(ref_at(p.worst));
   }
   return c;
@@ -130,31 +129,34 @@ decltype(auto) WithDType(DType dtype, Fn&& fn) {
   return fn(std::integral_constant<DType, DType::kF16>{});
 }
 
-}  // namespace
-
-VerificationData PrepareVerification(const Problem& problem, uint64_t seed, bool check) {
-  const bool wants_fwd = problem.mode != Mode::kBwd;
-  const bool wants_bwd = problem.mode != Mode::kFwd;
-  VerificationData v;
-  LinearScanInputs in = GenerateInputs(problem, seed);
-  v.a = EncodeAs(problem.dtype, in.a);
-  v.x = EncodeAs(problem.dtype, in.x);
-  v.dh = EncodeAs(problem.dtype, in.dh);
-  v.h0 = EncodeAs(DType::kF32, in.h0);
-  // bwd-only mode needs the reference forward as the backward's input h
-  // even when nothing is compared (time-only jobs).
-  if (check || !wants_fwd) v.forward = LinearScanForward(problem.shape, in.a, in.x, in.h0);
-  if (!wants_fwd) {
-    v.h_for_bwd = EncodeAs(problem.dtype, v.forward.h);
-    v.forward = {};  // no forward output to compare
+// "(b=1, t=6, c=32)" from the dims and their comma-separated names.
+std::string DimsPosition(size_t index, const std::vector<int64_t>& dims, const std::string& names) {
+  std::vector<std::string> labels;
+  size_t start = 0;
+  while (start <= names.size()) {
+    const size_t comma = names.find(',', start);
+    labels.push_back(names.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
-  if (wants_bwd && check) v.reverse = LinearScanReverse(problem.shape, in.a, in.dh);
-  v.h0_values = std::move(in.h0);
-  return v;
+  std::vector<size_t> coords(dims.size());
+  for (size_t d = dims.size(); d-- > 0;) {
+    const size_t extent = static_cast<size_t>(std::max<int64_t>(dims[d], 1));
+    coords[d] = index % extent;
+    index /= extent;
+  }
+  std::string text = "(";
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (d > 0) text += ", ";
+    text += (d < labels.size() && !labels[d].empty() ? labels[d] : "i" + std::to_string(d)) + "=" +
+            std::to_string(coords[d]);
+  }
+  return text + ")";
 }
 
-OutputCheck CheckOutput(const OutputDesc& desc, std::span<const uint8_t> raw, std::span<const double> ref,
-                        const Shape& shape, double tolerance) {
+template <typename PositionOf>
+OutputCheck CheckWith(const OutputDesc& desc, std::span<const uint8_t> raw, std::span<const double> ref,
+                      PositionOf position, double tolerance) {
   const size_t n = ref.size();
   std::vector<Partial> parts(ParallelChunks(n, kGrain));
   WithDType(desc.dtype, [&](auto d) {
@@ -166,64 +168,23 @@ OutputCheck CheckOutput(const OutputDesc& desc, std::span<const uint8_t> raw, st
   });
   return Finish(
       desc, MergeAll(parts), raw, [&](size_t i) { return DecodeAt(desc.dtype, raw.data(), i); },
-      [&](size_t i) { return ref[i]; }, shape, tolerance);
+      [&](size_t i) { return ref[i]; }, position, tolerance);
 }
 
-BackwardCheck CheckBackward(DType dtype, std::span<const uint8_t> dx_raw, std::span<const uint8_t> da_raw,
-                            std::span<const double> g, std::span<const uint8_t> h_read,
-                            std::span<const uint8_t> h_after, std::span<const double> h0, const Shape& shape,
-                            double tolerance) {
-  const size_t n = g.size();
-  const size_t W = static_cast<size_t>(shape.width), L = static_cast<size_t>(shape.length);
-  const size_t e = static_cast<size_t>(ElementBytes(dtype));
-  const bool compare_h = !h_after.empty();
-  struct Parts {
-    Partial dx, da;
-    bool h_changed = false;
-  };
-  std::vector<Parts> parts(ParallelChunks(n, kGrain));
-  WithDType(dtype, [&](auto d) {
-    ParallelFor(n, kGrain, [&](size_t k, size_t begin, size_t end) {
-      Parts p;
-      // Row by row: within a row t is fixed, h_{t-1} is the previous row of
-      // h_read (still in cache from this row's byte comparison one row ago).
-      for (size_t i = begin; i < end;) {
-        const size_t row = i / W, row_end = std::min(end, (row + 1) * W);
-        const size_t t = row % L, b = row / L;
-        if (compare_h && std::memcmp(h_after.data() + i * e, h_read.data() + i * e, (row_end - i) * e) != 0) {
-          p.h_changed = true;
-        }
-        for (; i < row_end; ++i) {
-          const double gi = g[i];
-          p.dx.Add(i, Load<decltype(d)::value>(dx_raw.data(), i), gi);
-          const double h_prev =
-              t > 0 ? Load<decltype(d)::value>(h_read.data(), i - W) : (h0.empty() ? 0.0 : h0[b * W + i % W]);
-          p.da.Add(i, Load<decltype(d)::value>(da_raw.data(), i), gi * h_prev);
-        }
-      }
-      parts[k] = p;
-    });
-  });
-  Partial dx, da;
-  BackwardCheck out;
-  for (const Parts& p : parts) {
-    dx.Merge(p.dx);
-    da.Merge(p.da);
-    out.h_changed = out.h_changed || p.h_changed;
-  }
-  auto da_ref = [&](size_t i) {
-    const size_t row = i / W;
-    const double h_prev = row % L > 0 ? DecodeAt(dtype, h_read.data(), i - W)
-                                      : (h0.empty() ? 0.0 : h0[row / L * W + i % W]);
-    return g[i] * h_prev;
-  };
-  out.dx = Finish(
-      {"dx", dtype}, dx, dx_raw, [&](size_t i) { return DecodeAt(dtype, dx_raw.data(), i); },
-      [&](size_t i) { return g[i]; }, shape, tolerance);
-  out.da = Finish(
-      {"da", dtype}, da, da_raw, [&](size_t i) { return DecodeAt(dtype, da_raw.data(), i); }, da_ref, shape,
+}  // namespace
+
+OutputCheck CheckOutput(const OutputDesc& desc, std::span<const uint8_t> raw, std::span<const double> ref,
+                        const Shape& shape, double tolerance) {
+  return CheckWith(
+      desc, raw, ref, [&](size_t i) { return Position(i, shape, desc.is_state); }, tolerance);
+}
+
+OutputCheck CheckTensor(const TensorSpec& spec, std::span<const uint8_t> raw, std::span<const double> ref,
+                        double tolerance) {
+  const std::string names = spec.dim_names;
+  return CheckWith(
+      {spec.name.c_str(), spec.dtype}, raw, ref, [&](size_t i) { return DimsPosition(i, spec.dims, names); },
       tolerance);
-  return out;
 }
 
 bool SameBytes(std::span<const uint8_t> a, std::span<const uint8_t> b) {

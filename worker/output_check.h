@@ -20,28 +20,9 @@
 
 #include "common/problem.h"
 #include "proto/scantune.pb.h"
-#include "worker/reference.h"
+#include "worker/op_io.h"
 
 namespace scantune {
-
-// What verifying a linear_scan candidate needs that depends only on the
-// problem and the job's seed: built once per job, shared by every candidate.
-struct VerificationData {
-  // The inputs as the kernels read them (h0 as fp32; empty without h0).
-  std::vector<uint8_t> a, x, dh, h0;
-  // bwd-only mode: the reference forward rounded to the dtype, which the
-  // backward reads as its input h.
-  std::vector<uint8_t> h_for_bwd;
-  // The float64 reference, where the mode and `check` need it (else empty).
-  LinearScanForwardRef forward;   // h, h_final
-  LinearScanReverseRef reverse;   // g (= dx), dh0
-  std::vector<double> h0_values;  // h_{-1} for da at t = 0; empty without h0
-};
-
-// GenerateInputs, encoding and the reference, all on the host's threads.
-// The float64 inputs are dropped once the reference is built: candidates
-// only ever need the bytes and the reference.
-VerificationData PrepareVerification(const Problem& problem, uint64_t seed, bool check);
 
 struct OutputCheck {
   v1::ResultState state = v1::OK;
@@ -61,24 +42,10 @@ struct OutputDesc {
 OutputCheck CheckOutput(const OutputDesc& desc, std::span<const uint8_t> raw, std::span<const double> ref,
                         const Shape& shape, double tolerance);
 
-struct BackwardCheck {
-  OutputCheck dx, da;
-  bool h_changed = false;  // h_after differs from h_read: the backward wrote its input h
-};
-
-// The (B, L, W) gradients of linear_scan in one pass:
-//   dx against g (LinearScanReverse: g does not depend on h);
-//   da against g_t * h_{t-1}, with h_{t-1} decoded from h_read (the h the
-//     candidate's backward read: its own forward's output in fwd_bwd, the
-//     rounded reference forward in bwd) or h0 at t = 0 (empty: zero);
-//     bit-identical to LinearScanBackward(..., Decode(h_read), ...).da;
-//   h_after (h as it is after the backward) against h_read, byte for byte;
-//     empty h_after: not compared.
-// dx_raw, da_raw and h_read hold g.size() elements of `dtype`.
-BackwardCheck CheckBackward(DType dtype, std::span<const uint8_t> dx_raw, std::span<const uint8_t> da_raw,
-                            std::span<const double> g, std::span<const uint8_t> h_read,
-                            std::span<const uint8_t> h_after, std::span<const double> h0, const Shape& shape,
-                            double tolerance);
+// One tensor of an operator (worker/op_io.h) against its reference; the
+// detail names the element by the tensor's dims ("(b=1, t=6, c=32)").
+OutputCheck CheckTensor(const TensorSpec& spec, std::span<const uint8_t> raw, std::span<const double> ref,
+                        double tolerance);
 
 // a == b, compared on all host threads (the inputs-unchanged check).
 bool SameBytes(std::span<const uint8_t> a, std::span<const uint8_t> b);

@@ -9,7 +9,6 @@
 #include "common/stats.h"
 #include "worker/device_buffer.h"
 #include "worker/dtype_convert.h"
-#include "worker/input_generator.h"
 
 namespace scantune {
 namespace {
@@ -21,9 +20,10 @@ constexpr double kMaxMemoryShare = 0.5;
 // Below this a calibration run is dominated by event resolution and launch cost.
 constexpr double kMinCalibrationMs = 0.05;
 
+// One copy of every tensor of the operator (worker/op_io.h).
 struct InputSet {
-  DeviceBuffer a, x, h, h0, h_final, dh, da, dx, dh0;
-  LinearScanParams params{};
+  std::vector<DeviceBuffer> tensors;
+  std::vector<CUdeviceptr> pointers;
 };
 
 std::vector<const char*> PhasesOf(Mode mode) {
@@ -74,7 +74,7 @@ TimingSettings TimingSettings::FromProto(const v1::TimingConfig& c, bool config_
 }
 
 Timer::Timer(const GpuContext& ctx, const Problem& problem, TimingSettings settings, uint64_t seed,
-             double kernel_timeout_ms, double copy_gbps, uint64_t l2_bytes, const VerificationData* prepared)
+             double kernel_timeout_ms, double copy_gbps, uint64_t l2_bytes, const OpCase* prepared)
     : ctx_(ctx),
       problem_(problem),
       settings_(settings),
@@ -93,11 +93,15 @@ StatusOr<std::vector<TimingResult>> Timer::Run(const std::vector<TimedCandidate>
   for (TimingResult& r : results) r.outcome.state = v1::STATE_UNSPECIFIED;
   if (candidates.empty()) return results;
 
-  const Shape& shape = problem_.shape;
-  const uint64_t n = static_cast<uint64_t>(shape.elements());
-  const uint64_t e = static_cast<uint64_t>(ElementBytes(problem_.dtype));
-  const uint64_t states = static_cast<uint64_t>(shape.batch * shape.width);
-  const uint64_t set_bytes = 6 * n * e + 3 * states * sizeof(float);
+  const OpIo& io = OpIoFor(problem_.op);
+  // The job's inputs as the Verifier already encoded them (generating them
+  // is the costly part); generated here when no Verifier ran.
+  std::optional<OpCase> generated;
+  if (prepared_ == nullptr) generated = io.Prepare(problem_, seed_, /*check=*/false);
+  const OpCase& job = prepared_ != nullptr ? *prepared_ : *generated;
+  const std::vector<TensorSpec>& tensors = job.tensors;
+  uint64_t set_bytes = 0;
+  for (const TensorSpec& t : tensors) set_bytes += t.bytes();
 
   // Each candidate's workspace, allocated for the whole run (its stints are
   // spread over the rounds). A candidate whose workspace does not fit is
@@ -124,79 +128,53 @@ StatusOr<std::vector<TimingResult>> Timer::Run(const std::vector<TimedCandidate>
               k_target, want);
   }
   std::vector<InputSet> sets;
-  {
-    // The job's inputs as the Verifier already encoded them (generating them
-    // is the costly part); generated here when no Verifier ran.
-    std::optional<VerificationData> generated;
-    if (prepared_ == nullptr) {
-      const LinearScanInputs in = GenerateInputs(problem_, seed_);
-      generated.emplace();
-      generated->a = EncodeAs(problem_.dtype, in.a);
-      generated->x = EncodeAs(problem_.dtype, in.x);
-      generated->dh = EncodeAs(problem_.dtype, in.dh);
-      generated->h0 = EncodeAs(DType::kF32, in.h0);
+  for (uint64_t k = 0; k < k_target; ++k) {
+    InputSet set;
+    CudaFailure failure;
+    Status st;
+    for (const TensorSpec& t : tensors) {
+      auto r = DeviceBuffer::Allocate(ctx_, t.bytes(), false, &failure);
+      if (!r.ok()) {
+        st = r.status();
+        break;
+      }
+      set.pointers.push_back(r->ptr());
+      set.tensors.push_back(std::move(*r));
     }
-    const VerificationData& in = prepared_ != nullptr ? *prepared_ : *generated;
-    const std::vector<uint8_t>& a = in.a;
-    const std::vector<uint8_t>& x = in.x;
-    const std::vector<uint8_t>& dh = in.dh;
-    // Without h0 the kernels get a zero state (0.0f is all zero bytes).
-    std::vector<uint8_t> h0 = in.h0;
-    h0.resize(states * 4, 0);
-    for (uint64_t s = 0; s < k_target; ++s) {
-      InputSet set;
-      CudaFailure failure;
-      Status st;
-      auto alloc = [&](DeviceBuffer* b, uint64_t bytes) {
-        if (!st.ok()) return;
-        auto r = DeviceBuffer::Allocate(ctx_, bytes, false, &failure);
-        if (r.ok()) *b = std::move(*r);
-        else st = r.status();
-      };
-      alloc(&set.a, n * e), alloc(&set.x, n * e), alloc(&set.h, n * e), alloc(&set.dh, n * e);
-      alloc(&set.da, n * e), alloc(&set.dx, n * e);
-      alloc(&set.h0, states * 4), alloc(&set.h_final, states * 4), alloc(&set.dh0, states * 4);
-      if (!st.ok()) {
-        if (failure.result == CUDA_ERROR_OUT_OF_MEMORY && !sets.empty()) break;  // time with fewer sets
-        if (failure.result == CUDA_ERROR_OUT_OF_MEMORY) {
-          for (TimingResult& r : results) {
-            if (r.outcome.state != v1::STATE_UNSPECIFIED) continue;
-            r.outcome.state = v1::OUT_OF_MEMORY;
-            r.outcome.detail = "no memory for one input set of the timing run: " + st.message();
-          }
-          return results;
+    if (!st.ok()) {
+      if (failure.result == CUDA_ERROR_OUT_OF_MEMORY && !sets.empty()) break;  // time with fewer sets
+      if (failure.result == CUDA_ERROR_OUT_OF_MEMORY) {
+        for (TimingResult& r : results) {
+          if (r.outcome.state != v1::STATE_UNSPECIFIED) continue;
+          r.outcome.state = v1::OUT_OF_MEMORY;
+          r.outcome.detail = "no memory for one input set of the timing run: " + st.message();
         }
-        return st;
+        return results;
       }
-      // The bwd reads h: any finite values of the right magnitude will do, x's.
-      if (sets.empty()) {
-        RETURN_IF_ERROR(set.a.Upload(a.data(), a.size(), nullptr));
-        RETURN_IF_ERROR(set.x.Upload(x.data(), x.size(), nullptr));
-        RETURN_IF_ERROR(set.h.Upload(x.data(), x.size(), nullptr));
-        RETURN_IF_ERROR(set.dh.Upload(dh.data(), dh.size(), nullptr));
-        RETURN_IF_ERROR(set.h0.Upload(h0.data(), h0.size(), nullptr));
+      return st;
+    }
+    // Inputs from the job (the first set uploads, the others copy it);
+    // everything else starts as zeros, finite values the bwd may read
+    // before any fwd has written its saved tensors.
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      DeviceBuffer& b = set.tensors[i];
+      if (job.bytes[i].empty()) {
+        RETURN_IF_ERROR(b.Fill(0, nullptr));
+      } else if (sets.empty()) {
+        RETURN_IF_ERROR(b.Upload(job.bytes[i].data(), job.bytes[i].size(), nullptr));
       } else {
-        const InputSet& first = sets.front();
-        for (auto [to, from] : {std::pair{&set.a, &first.a}, {&set.x, &first.x}, {&set.h, &first.h},
-                                {&set.dh, &first.dh}, {&set.h0, &first.h0}}) {
-          RETURN_IF_ERROR(driver.Check(api.MemcpyDtoD(to->ptr(), from->ptr(), from->bytes()), "cuMemcpyDtoD"));
-        }
+        const DeviceBuffer& from = sets.front().tensors[i];
+        RETURN_IF_ERROR(driver.Check(api.MemcpyDtoD(b.ptr(), from.ptr(), from.bytes()), "cuMemcpyDtoD"));
       }
-      for (DeviceBuffer* out : {&set.da, &set.dx, &set.h_final, &set.dh0}) RETURN_IF_ERROR(out->Fill(0, nullptr));
-      LinearScanParams& p = set.params;
-      p.a = set.a.void_ptr();
-      p.x = set.x.void_ptr();
-      p.h = set.h.void_ptr();
-      p.h0 = problem_.has_h0 ? static_cast<const float*>(set.h0.void_ptr()) : nullptr;
-      p.h_final = static_cast<float*>(set.h_final.void_ptr());
-      p.dh = set.dh.void_ptr();
-      p.da = set.da.void_ptr();
-      p.dx = set.dx.void_ptr();
-      p.dh0 = problem_.has_h0 ? static_cast<float*>(set.dh0.void_ptr()) : nullptr;
-      p.batch = shape.batch;
-      p.length = shape.length;
-      p.width = shape.width;
-      sets.push_back(std::move(set));
+    }
+    sets.push_back(std::move(set));
+  }
+  // The parameter struct of every (set, candidate) pair, packed once: the
+  // timing loop only passes pointers.
+  std::vector<std::vector<std::vector<uint8_t>>> params(sets.size());
+  for (size_t k = 0; k < sets.size(); ++k) {
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      params[k].push_back(io.Params(problem_, sets[k].pointers, workspaces[i].ptr()));
     }
   }
   const int input_sets = static_cast<int>(sets.size());
@@ -217,10 +195,11 @@ StatusOr<std::vector<TimingResult>> Timer::Run(const std::vector<TimedCandidate>
   size_t cursor = 0;
   // Queues one launch of `mode` (all its phases) on the next input set.
   auto enqueue = [&](size_t i, Mode mode, CudaFailure* failure) -> Status {
-    LinearScanParams params = sets[cursor].params;
+    const std::vector<uint8_t>& packed = params[cursor][i];
     cursor = (cursor + 1) % sets.size();
-    params.workspace = workspaces[i].void_ptr();
-    for (const char* phase : PhasesOf(mode)) RETURN_IF_ERROR(candidates[i].module->Enqueue(phase, params, failure));
+    for (const char* phase : PhasesOf(mode)) {
+      RETURN_IF_ERROR(candidates[i].module->Enqueue(phase, packed.data(), workspaces[i].ptr(), failure));
+    }
     return Status::Ok();
   };
   const double sample_timeout_ms = kernel_timeout_ms_ + 100.0 * settings_.target_sample_ms;

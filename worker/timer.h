@@ -27,7 +27,7 @@
 #include "worker/candidate_module.h"
 #include "worker/candidate_outcome.h"
 #include "worker/gpu_context.h"
-#include "worker/output_check.h"
+#include "worker/op_io.h"
 
 namespace scantune {
 
@@ -62,7 +62,7 @@ class Timer {
   // same seed (Verifier::prepared()), which must outlive the Timer; null:
   // the Timer generates them itself.
   Timer(const GpuContext& ctx, const Problem& problem, TimingSettings settings, uint64_t seed, double kernel_timeout_ms,
-        double copy_gbps, uint64_t l2_bytes, const VerificationData* prepared = nullptr);
+        double copy_gbps, uint64_t l2_bytes, const OpCase* prepared = nullptr);
 
   // Called before each stint with the candidate's index; its error aborts the run.
   using StintCallback = std::function<Status(size_t index)>;
@@ -80,7 +80,7 @@ class Timer {
   double kernel_timeout_ms_;
   double copy_gbps_;
   uint64_t l2_bytes_;
-  const VerificationData* prepared_;
+  const OpCase* prepared_;
 };
 
 }  // namespace scantune

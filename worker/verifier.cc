@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <span>
-#include <tuple>
 #include <utility>
 
 #include "common/log.h"
@@ -12,13 +11,6 @@
 #include "worker/parallel.h"
 
 namespace scantune {
-namespace {
-
-struct Buffers {
-  DeviceBuffer a, x, h, h0, h_final, dh, da, dx, dh0, workspace;
-};
-
-}  // namespace
 
 double Tolerance(DType dtype) {
   switch (dtype) {
@@ -36,10 +28,11 @@ Verifier::Verifier(const GpuContext& ctx, const Problem& problem, uint64_t seed,
   (void)Job();
 }
 
-const VerificationData& Verifier::Job() {
+const OpCase& Verifier::Job() {
   if (!job_) {
     const auto start = std::chrono::steady_clock::now();
-    job_ = PrepareVerification(problem_, seed_, options_.check);
+    job_ = OpIoFor(problem_.op).Prepare(problem_, seed_, options_.check);
+    host_.resize(job_->tensors.size());
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     // Once per job; worth seeing next to the per-candidate lines.
     Logger("worker")->info("{}: inputs and reference prepared in {:.0f} ms on {} host threads", problem_.Key(), ms,
@@ -49,7 +42,7 @@ const VerificationData& Verifier::Job() {
 }
 
 StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
-  const VerificationData& job = Job();
+  const OpCase& job = Job();
   CandidateOutcome out;
   CudaFailure failure;
   const bool wants_fwd = problem_.mode != Mode::kBwd;
@@ -90,40 +83,30 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
                            ModeName(problem_.mode));
   }
 
-  const Shape& shape = problem_.shape;
-  const uint64_t n = static_cast<uint64_t>(shape.elements());
-  const uint64_t e = static_cast<uint64_t>(ElementBytes(problem_.dtype));
-  const uint64_t states = static_cast<uint64_t>(shape.batch * shape.width);
-  Buffers buf;
-  struct Named {
-    const char* name;
-    DeviceBuffer* buffer;
-    uint64_t bytes;
+  const std::vector<TensorSpec>& tensors = job.tensors;
+  const size_t count = tensors.size();
+  std::vector<DeviceBuffer> buffers(count);
+  DeviceBuffer workspace;
+  auto allocate = [&](DeviceBuffer* buffer, uint64_t bytes, const std::string& name) -> Status {
+    auto allocated = DeviceBuffer::Allocate(ctx_, bytes, /*guarded=*/true, &failure);
+    if (!allocated.ok()) return allocated.status().Annotate("allocating " + name);
+    *buffer = std::move(*allocated);
+    return buffer->Fill(DeviceBuffer::kPoisonByte, &failure);
   };
-  const std::vector<Named> all = {
-      {"a", &buf.a, n * e},          {"x", &buf.x, n * e},       {"h", &buf.h, n * e},
-      {"h0", &buf.h0, states * 4},   {"h_final", &buf.h_final, states * 4},
-      {"dh", &buf.dh, n * e},        {"da", &buf.da, n * e},     {"dx", &buf.dx, n * e},
-      {"dh0", &buf.dh0, states * 4}, {"workspace", &buf.workspace, candidate.workspace_bytes()}};
-  for (const Named& b : all) {
-    auto allocated = DeviceBuffer::Allocate(ctx_, b.bytes, /*guarded=*/true, &failure);
-    if (!allocated.ok()) return fail(allocated.status().Annotate(std::string("allocating ") + b.name));
-    *b.buffer = std::move(*allocated);
-    Status st = b.buffer->Fill(DeviceBuffer::kPoisonByte, &failure);
+  for (size_t i = 0; i < count; ++i) {
+    Status st = allocate(&buffers[i], tensors[i].bytes(), tensors[i].name);
+    if (!st.ok()) return fail(st);
+  }
+  {
+    Status st = allocate(&workspace, candidate.workspace_bytes(), "workspace");
     if (!st.ok()) return fail(st);
   }
   // The same bytes for every candidate, uploaded afresh: the previous
-  // candidate's buffers are gone, whatever it wrote with them.
-  for (auto [b, bytes] : {std::pair{&buf.a, &job.a}, {&buf.x, &job.x}, {&buf.dh, &job.dh}, {&buf.h0, &job.h0}}) {
-    Status st = b->Upload(bytes->data(), bytes->size(), &failure);
-    if (!st.ok()) return fail(st);
-  }
-  // The h the backward reads: the reference forward in bwd-only mode, the
-  // candidate's own forward otherwise (downloaded after the fwd phase).
-  std::span<const uint8_t> h_read;
-  if (!wants_fwd) {
-    h_read = job.h_for_bwd;
-    Status st = buf.h.Upload(h_read.data(), h_read.size(), &failure);
+  // candidate's buffers are gone, whatever it wrote with them. In bwd-only
+  // mode that includes the saved tensors the backward reads.
+  for (size_t i = 0; i < count; ++i) {
+    if (job.bytes[i].empty()) continue;
+    Status st = buffers[i].Upload(job.bytes[i].data(), job.bytes[i].size(), &failure);
     if (!st.ok()) return fail(st);
   }
   {
@@ -131,25 +114,13 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
     if (!st.ok()) return st;
     update_memory(candidate.workspace_bytes());
   }
-
-  LinearScanParams params{};
-  params.a = buf.a.void_ptr();
-  params.x = buf.x.void_ptr();
-  params.h = buf.h.void_ptr();
-  params.h0 = problem_.has_h0 ? static_cast<const float*>(buf.h0.void_ptr()) : nullptr;
-  params.h_final = static_cast<float*>(buf.h_final.void_ptr());
-  params.dh = buf.dh.void_ptr();
-  params.da = buf.da.void_ptr();
-  params.dx = buf.dx.void_ptr();
-  params.dh0 = problem_.has_h0 ? static_cast<float*>(buf.dh0.void_ptr()) : nullptr;
-  params.workspace = buf.workspace.void_ptr();
-  params.batch = shape.batch;
-  params.length = shape.length;
-  params.width = shape.width;
+  std::vector<CUdeviceptr> pointers(count);
+  for (size_t i = 0; i < count; ++i) pointers[i] = buffers[i].ptr();
+  const std::vector<uint8_t> params = OpIoFor(problem_.op).Params(problem_, pointers, workspace.ptr());
 
   const double tolerance = Tolerance(problem_.dtype);
   auto run_phase = [&](const char* phase) -> Status {
-    RETURN_IF_ERROR(module.Enqueue(phase, params, &failure));
+    RETURN_IF_ERROR(module.Enqueue(phase, params.data(), workspace.ptr(), &failure));
     const std::string what = std::string(phase) + " phase of " + candidate.variant();
     RETURN_IF_ERROR(ctx_.WaitStream(options_.kernel_timeout_ms, what.c_str(), &failure));
     RETURN_IF_ERROR(sample_memory());
@@ -159,10 +130,13 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
   // Empty: all guards intact; otherwise the GUARD_VIOLATION detail.
   auto check_guards = [&](const char* phase) -> StatusOr<std::string> {
     std::string report;
-    for (const Named& b : all) {
-      ASSIGN_OR_RETURN(std::string broken, b.buffer->CheckGuards(&failure));
-      if (!broken.empty()) report += std::string(report.empty() ? "" : "; ") + b.name + ": " + broken;
-    }
+    auto check = [&](const DeviceBuffer& buffer, const std::string& name) -> Status {
+      ASSIGN_OR_RETURN(std::string broken, buffer.CheckGuards(&failure));
+      if (!broken.empty()) report += std::string(report.empty() ? "" : "; ") + name + ": " + broken;
+      return Status::Ok();
+    };
+    for (size_t i = 0; i < count; ++i) RETURN_IF_ERROR(check(buffers[i], tensors[i].name));
+    RETURN_IF_ERROR(check(workspace, "workspace"));
     if (!report.empty()) report = std::string("after the ") + phase + " phase, " + report;
     return report;
   };
@@ -184,77 +158,76 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
     }
   };
 
+  auto is = [&](size_t i, TensorRole role) { return tensors[i].role == role; };
+  // Runs a phase and checks its guards; false: the outcome is final.
+  auto phase_ok = [&](const char* phase) -> StatusOr<bool> {
+    RETURN_IF_ERROR(run_phase(phase));
+    ASSIGN_OR_RETURN(std::string guards, check_guards(phase));
+    if (guards.empty()) return true;
+    out.state = v1::GUARD_VIOLATION;
+    out.detail = guards;
+    return false;
+  };
+  auto compare = [&](size_t i) -> Status {
+    std::span<const uint8_t> got;
+    RETURN_IF_ERROR(download(buffers[i], tensors[i].bytes(), &host_[i], &got));
+    record(CheckTensor(tensors[i], got, job.reference[i], tolerance));
+    return Status::Ok();
+  };
+
   if (wants_fwd) {
-    Status st = run_phase("fwd");
-    if (!st.ok()) return fail(st);
-    auto guards = check_guards("fwd");
-    if (!guards.ok()) return fail(guards.status());
-    if (!guards->empty()) {
-      out.state = v1::GUARD_VIOLATION;
-      out.detail = *guards;
-      return out;
+    auto ran = phase_ok("fwd");
+    if (!ran.ok()) return fail(ran.status());
+    if (!*ran) return out;
+    for (size_t i = 0; i < count && options_.check; ++i) {
+      const bool compared = is(i, TensorRole::kFwdOut) || is(i, TensorRole::kSaved);
+      if (!compared || job.reference[i].empty()) continue;
+      Status st = compare(i);
+      if (!st.ok()) return fail(st);
     }
-    std::span<const uint8_t> h_final;
-    st = download(buf.h, n * e, &h_host_, &h_read);
-    if (st.ok()) st = download(buf.h_final, states * 4, &h_final_host_, &h_final);
-    if (!st.ok()) return fail(st);
-    if (options_.check) {
-      record(CheckOutput({"h", problem_.dtype}, h_read, job.forward.h, shape, tolerance));
-      record(CheckOutput({"h_final", DType::kF32, /*is_state=*/true}, h_final, job.forward.h_final, shape, tolerance));
-      if (!out.ok()) return out;
-    }
+    if (!out.ok()) return out;
   }
 
   if (wants_bwd) {
-    Status st = run_phase("bwd");
-    if (!st.ok()) return fail(st);
-    auto guards = check_guards("bwd");
-    if (!guards.ok()) return fail(guards.status());
-    if (!guards->empty()) {
-      out.state = v1::GUARD_VIOLATION;
-      out.detail = *guards;
-      return out;
+    // The saved tensors as the backward finds them, to prove it leaves them be.
+    std::vector<std::span<const uint8_t>> saved_before(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (!is(i, TensorRole::kSaved)) continue;
+      Status st = download(buffers[i], tensors[i].bytes(), &host_[i], &saved_before[i]);
+      if (!st.ok()) return fail(st);
     }
-    // The gradients come back only to be compared; a time-only job needs
-    // just h (the phase's faults already surfaced in WaitStream).
-    std::span<const uint8_t> h_after, da, dx, dh0;
-    st = download(buf.h, n * e, &h_after_host_, &h_after);
-    if (st.ok() && options_.check) st = download(buf.da, n * e, &da_host_, &da);
-    if (st.ok() && options_.check) st = download(buf.dx, n * e, &dx_host_, &dx);
-    if (st.ok() && options_.check && problem_.has_h0) st = download(buf.dh0, states * 4, &dh0_host_, &dh0);
-    if (!st.ok()) return fail(st);
-    if (options_.check) {
-      // One pass: dx, da (against g * the h this backward read) and h unchanged.
-      const BackwardCheck bwd =
-          CheckBackward(problem_.dtype, dx, da, job.reverse.g, h_read, h_after, job.h0_values, shape, tolerance);
-      if (bwd.h_changed) {
+    auto ran = phase_ok("bwd");
+    if (!ran.ok()) return fail(ran.status());
+    if (!*ran) return out;
+    for (size_t i = 0; i < count; ++i) {
+      if (!is(i, TensorRole::kSaved)) continue;
+      std::span<const uint8_t> after;
+      Status st = download(buffers[i], tensors[i].bytes(), &saved_after_host_, &after);
+      if (!st.ok()) return fail(st);
+      if (!SameBytes(after, saved_before[i])) {
         out.state = v1::GUARD_VIOLATION;
-        out.detail = "the bwd phase wrote into its input h";
+        out.detail = "the bwd phase wrote into its input " + tensors[i].name;
         return out;
       }
-      record(bwd.dx);
-      record(bwd.da);
-      if (problem_.has_h0) {
-        record(CheckOutput({"dh0", DType::kF32, /*is_state=*/true}, dh0, job.reverse.dh0, shape, tolerance));
-      }
-      if (!out.ok()) return out;
-    } else if (!SameBytes(h_after, h_read)) {
-      out.state = v1::GUARD_VIOLATION;
-      out.detail = "the bwd phase wrote into its input h";
-      return out;
     }
+    for (size_t i = 0; i < count && options_.check; ++i) {
+      if (!is(i, TensorRole::kBwdOut) || job.reference[i].empty()) continue;
+      Status st = compare(i);
+      if (!st.ok()) return fail(st);
+    }
+    if (!out.ok()) return out;
   }
 
   // Inputs are read-only: a kernel that scribbles on them breaks its caller.
-  // One host buffer serves all four in turn.
-  for (auto [name, b, bytes] : {std::tuple{"a", &buf.a, &job.a}, {"x", &buf.x, &job.x}, {"dh", &buf.dh, &job.dh},
-                                {"h0", &buf.h0, &job.h0}}) {
+  // One host buffer serves all of them in turn.
+  for (size_t i = 0; i < count; ++i) {
+    if (!is(i, TensorRole::kInput) && !is(i, TensorRole::kGradIn)) continue;
     std::span<const uint8_t> now;
-    Status st = download(*b, bytes->size(), &input_host_, &now);
+    Status st = download(buffers[i], job.bytes[i].size(), &saved_after_host_, &now);
     if (!st.ok()) return fail(st);
-    if (!SameBytes(now, *bytes)) {
+    if (!SameBytes(now, job.bytes[i])) {
       out.state = v1::GUARD_VIOLATION;
-      out.detail = std::string("the candidate wrote into its input ") + name;
+      out.detail = "the candidate wrote into its input " + tensors[i].name;
       return out;
     }
   }

@@ -6,23 +6,20 @@
 // float64 reference within the dtype's tolerance. It also measures the
 // candidate's device memory on one input set.
 //
-// Once per job (in the constructor): the inputs from the job's seed (fresh
-// per job; the daemon gives each job a new seed), their encoded bytes, and
-// the float64 reference (forward h, h_final; backward g = dx, dh0). Every
+// Once per job (in the constructor): the operator's inputs from the job's
+// seed (fresh per job; the daemon gives each job a new seed), their encoded
+// bytes, and the float64 reference of every output (OpIo::Prepare). Every
 // candidate then re-uploads those bytes (a buggy kernel may write anywhere,
 // so nothing it could have touched on the device is reused) and pays only
-// for its GPU work, the device->host copies of its outputs (one per
-// output, into host buffers reused across candidates) and one pass of
-// comparison per output on all host threads (worker/output_check.h).
+// for its GPU work, the device->host copies of its outputs (into host
+// buffers reused across candidates) and one comparison pass per output on
+// all host threads (worker/output_check.h).
 //
-// Phases: fwd checks h and h_final; bwd checks da, dx (and dh0 with h0).
-// In fwd_bwd the backward reads the h that the candidate's own forward
-// stored, and the da reference uses those same values, so a forward
-// rounding difference is never charged to the backward: the backward
-// depends on h only through da_t = g_t * h_{t-1}, and g does not depend on
-// h, so g is computed once and each candidate's da reference is formed in
-// its comparison pass from the h it downloaded. In bwd-only mode the h
-// buffer is filled with the reference forward rounded to the dtype.
+// Tensors by role (worker/op_io.h): fwd checks the kFwdOut tensors and the
+// kSaved ones that have a reference; bwd checks the kBwdOut tensors, and that
+// the kSaved tensors it read are unchanged. In fwd_bwd the backward reads
+// what the candidate's own forward saved; in bwd-only mode it reads the
+// reference forward rounded to the dtype. Inputs must be unchanged at the end.
 //
 // Thread safety: not thread-safe; one GPU thread (host passes inside use
 // more threads, see worker/parallel.h).
@@ -60,20 +57,21 @@ class Verifier {
 
   // The job's inputs and reference (built by the constructor).
   // The Timer takes the inputs from here instead of generating them again.
-  const VerificationData* prepared() const { return job_ ? &*job_ : nullptr; }
+  const OpCase* prepared() const { return job_ ? &*job_ : nullptr; }
 
  private:
   // Builds job_ on first use (the constructor).
-  const VerificationData& Job();
+  const OpCase& Job();
 
   const GpuContext& ctx_;
   Problem problem_;
   uint64_t seed_;
   Options options_;
-  std::optional<VerificationData> job_;
-  // Host copies of what comes back from the device, reused by every
-  // candidate: allocated (and their pages touched) once per job.
-  std::vector<uint8_t> h_host_, h_final_host_, da_host_, dx_host_, dh0_host_, h_after_host_, input_host_;
+  std::optional<OpCase> job_;
+  // Host copies of what comes back from the device, one per tensor, reused
+  // by every candidate: allocated (and their pages touched) once per job.
+  std::vector<std::vector<uint8_t>> host_;
+  std::vector<uint8_t> saved_after_host_;
 };
 
 }  // namespace scantune

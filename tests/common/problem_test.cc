@@ -20,7 +20,11 @@ TEST(ProblemTest, ParsesNamesAndShapes) {
 TEST(ProblemTest, RejectsBadNamesWithTheReason) {
   EXPECT_EQ(ParseDType("int8").status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(ParseDType("int8").status().message().find("int8"), std::string::npos);
-  EXPECT_EQ(ParseOp("rglru").status().code(), StatusCode::kUnimplemented);
+  for (const char* op : {"linear_scan", "rglru", "samu", "selective_scan"}) {
+    auto parsed = ParseOp(op);
+    ASSERT_TRUE(parsed.ok()) << op;
+    EXPECT_STREQ(OpName(*parsed), op);
+  }
   EXPECT_EQ(ParseOp("conv").status().code(), StatusCode::kInvalidArgument);
   for (const char* bad : {"4x2048", "4x0x8", "ax2x3", "4x2x3x4", "-1x2x3", "4x2x"}) {
     EXPECT_FALSE(ParseShape(bad).ok()) << bad;
@@ -63,6 +67,57 @@ TEST(ProblemTest, FloorBytesCountEveryTensorOnce) {
   p.dtype = DType::kF32;
   EXPECT_EQ(FloorBytes(p, Mode::kFwd), 12 * n + 2 * state);
   EXPECT_EQ(FloorBytes(p, Mode::kBwd), 20 * n + 2 * state);
+}
+
+}  // namespace
+}  // namespace scantune
+
+namespace scantune {
+namespace {
+
+TEST(ProblemTest, SelectiveScanOptionsKeyValidateAndRoundTrip) {
+  v1::Problem proto;
+  proto.set_op("selective_scan");
+  proto.mutable_shape()->set_batch(4);
+  proto.mutable_shape()->set_length(2048);
+  proto.mutable_shape()->set_width(1024);
+  proto.set_dtype(v1::FP32);
+  proto.set_mode(v1::FWD);
+  proto.set_delta_softplus(true);
+  auto p = ProblemFromProto(proto);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->ssm.state, 16);  // 0 means the default N
+  EXPECT_EQ(p->Key(), "selective_scan/4x2048x1024/fp32/fwd/n16+softplus");
+  EXPECT_EQ(p->OpKey(), "selective_scan:n16+softplus");
+  auto back = ProblemFromProto(ToProto(*p));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, *p);
+  proto.set_state_dim(12);
+  EXPECT_NE(ProblemFromProto(proto).status().message().find("8, 16, 32 or 64"), std::string::npos);
+  // The options belong to selective_scan alone.
+  proto.set_state_dim(0);
+  proto.set_op("rglru");
+  EXPECT_EQ(ProblemFromProto(proto).status().code(), StatusCode::kInvalidArgument);
+  proto.set_delta_softplus(false);
+  auto rglru = ProblemFromProto(proto);
+  ASSERT_TRUE(rglru.ok());
+  EXPECT_EQ(rglru->OpKey(), "rglru");
+}
+
+// bf16 at W = 2048: the parameter counts and control values of seed 001, and
+// samu moving fewer bytes per element than rglru.
+TEST(ProblemTest, GatedFloorsParametersAndControlValues) {
+  Problem rglru{Op::kRgLru, {4, 2048, 2048}, DType::kBF16, Mode::kFwdBwd, false};
+  Problem samu = rglru;
+  samu.op = Op::kSamu;
+  EXPECT_EQ(ParameterCount(rglru), 2048u);
+  EXPECT_EQ(ParameterCount(samu), 6148u);
+  EXPECT_EQ(ControlValuesPerToken(rglru), 4096u);
+  EXPECT_EQ(ControlValuesPerToken(samu), 2u);
+  const uint64_t n = 4ull * 2048 * 2048;
+  EXPECT_EQ(FloorBytes(rglru, Mode::kFwdBwd) / n, 24u);
+  EXPECT_EQ(FloorBytes(samu, Mode::kFwdBwd) / n, 14u);
+  EXPECT_LT(FloorBytes(samu, Mode::kFwd), FloorBytes(rglru, Mode::kFwd));
 }
 
 }  // namespace

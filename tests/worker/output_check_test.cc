@@ -1,8 +1,8 @@
 // The host side of verification without a GPU: the once-per-job data
-// (inputs, reference) against the per-candidate computation it replaced,
-// the comparison passes on hand-made "device" results (correct, perturbed,
-// NaN, never written, h overwritten), and independence from the host
-// thread count (inputs, reference and verdicts are the same for any count).
+// (inputs, references of linear_scan's OpIo), the comparison passes on
+// hand-made "device" results (correct, perturbed, NaN, never written), and
+// independence from the host thread count (inputs, reference and verdicts
+// are the same for any count).
 #include "worker/output_check.h"
 
 #include <cmath>
@@ -19,6 +19,7 @@
 #include "worker/input_generator.h"
 #include "worker/parallel.h"
 #include "worker/reference.h"
+#include "worker/op_io.h"
 #include "worker/verifier.h"
 
 namespace scantune {
@@ -119,53 +120,61 @@ TEST(VerifierHostTest, ReferenceIsBitIdenticalForAnyThreadCount) {
   EXPECT_EQ(b1.dh0, b7.dh0);
 }
 
-// The once-per-job data plus the per-candidate passes give exactly the
-// rel_err the per-candidate reference gave, on fake device results.
-TEST(VerifierHostTest, OncePerJobReferenceEqualsPerCandidateReference) {
+// LinearScanIo::Prepare gives the generated inputs' bytes and the float64
+// references of every output of the mode, and CheckTensor on jittered
+// "device" results gives the rel_err of a plain sequential comparison.
+TEST(VerifierHostTest, LinearScanCaseHoldsInputsAndReferences) {
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (Mode mode : {Mode::kFwdBwd, Mode::kBwd}) {
+    for (Mode mode : {Mode::kFwdBwd, Mode::kBwd, Mode::kFwd}) {
       for (bool has_h0 : {false, true}) {
         const Problem p{Op::kLinearScan, {2, 61, 130}, dtype, mode, has_h0};
         SCOPED_TRACE(p.Key());
         const double tol = Tolerance(dtype);
-        const VerificationData job = PrepareVerification(p, 11, /*check=*/true);
-        // What the Verifier computed before, from scratch.
+        const OpCase job = LinearScanIo().Prepare(p, 11, /*check=*/true);
+        auto at = [&](const char* name) { return TensorIndex(job.tensors, name); };
         const LinearScanInputs in = GenerateInputs(p, 11);
-        EXPECT_EQ(job.a, EncodeAs(dtype, in.a));
-        EXPECT_EQ(job.x, EncodeAs(dtype, in.x));
-        EXPECT_EQ(job.dh, EncodeAs(dtype, in.dh));
-        EXPECT_EQ(job.h0, EncodeAs(DType::kF32, in.h0));
+        EXPECT_EQ(job.bytes[at("a")], EncodeAs(dtype, in.a));
+        EXPECT_EQ(job.bytes[at("x")], EncodeAs(dtype, in.x));
+        EXPECT_EQ(job.bytes[at("dh")], EncodeAs(dtype, in.dh));
+        EXPECT_EQ(at("h0") < job.tensors.size(), has_h0);
+        EXPECT_EQ(at("dh0") < job.tensors.size(), has_h0);
+        if (has_h0) EXPECT_EQ(job.bytes[at("h0")], EncodeAs(DType::kF32, in.h0));
         const LinearScanForwardRef fwd = LinearScanForward(p.shape, in.a, in.x, in.h0);
-        std::vector<uint8_t> h_dev;  // the h the candidate's backward reads
         if (mode == Mode::kBwd) {
-          h_dev = EncodeAs(dtype, fwd.h);
-          EXPECT_EQ(job.h_for_bwd, h_dev);
-          EXPECT_TRUE(job.forward.h.empty());
+          EXPECT_EQ(job.bytes[at("h")], EncodeAs(dtype, fwd.h));  // the backward's input
+          EXPECT_TRUE(job.reference[at("h")].empty());
         } else {
-          h_dev = EncodeAs(dtype, Jitter(fwd.h, 1e-3));
-          const std::vector<uint8_t> hf_dev = EncodeAs(DType::kF32, Jitter(fwd.h_final, 1e-6));
-          const OutputCheck h = CheckOutput({"h", dtype}, h_dev, job.forward.h, p.shape, tol);
-          const OutputCheck hf = CheckOutput({"h_final", DType::kF32, true}, hf_dev, job.forward.h_final, p.shape, tol);
+          EXPECT_TRUE(job.bytes[at("h")].empty());
+          const std::vector<uint8_t> h_dev = EncodeAs(dtype, Jitter(fwd.h, 1e-3));
+          const OutputCheck h = CheckTensor(job.tensors[at("h")], h_dev, job.reference[at("h")], tol);
           EXPECT_EQ(h.rel_err, LegacyCompare(dtype, h_dev, fwd.h).rel_err);
-          EXPECT_EQ(hf.rel_err, LegacyCompare(DType::kF32, hf_dev, fwd.h_final).rel_err);
           EXPECT_GT(h.rel_err, 0.0);
+          EXPECT_EQ(job.reference[at("h_final")], fwd.h_final);
         }
-        const LinearScanBackwardRef bwd =
-            LinearScanBackward(p.shape, in.a, DecodeFrom(dtype, h_dev.data(), in.a.size()), in.h0, in.dh);
-        const std::vector<uint8_t> dx_dev = EncodeAs(dtype, Jitter(bwd.dx, 2e-3));
+        if (mode == Mode::kFwd) {
+          EXPECT_TRUE(job.reference[at("dx")].empty());
+          continue;
+        }
+        const LinearScanBackwardRef bwd = LinearScanBackward(p.shape, in.a, fwd.h, in.h0, in.dh);
+        EXPECT_EQ(job.reference[at("dx")], bwd.dx);
+        EXPECT_EQ(job.reference[at("da")], bwd.da);
+        if (has_h0) EXPECT_EQ(job.reference[at("dh0")], bwd.dh0);
         const std::vector<uint8_t> da_dev = EncodeAs(dtype, Jitter(bwd.da, 3e-3));
-        const BackwardCheck b =
-            CheckBackward(dtype, dx_dev, da_dev, job.reverse.g, h_dev, h_dev, job.h0_values, p.shape, tol);
-        EXPECT_FALSE(b.h_changed);
-        EXPECT_EQ(b.dx.rel_err, LegacyCompare(dtype, dx_dev, bwd.dx).rel_err);
-        EXPECT_EQ(b.da.rel_err, LegacyCompare(dtype, da_dev, bwd.da).rel_err);
-        EXPECT_GT(b.da.rel_err, 0.0);
-        const std::vector<uint8_t> dh0_dev = EncodeAs(DType::kF32, Jitter(bwd.dh0, 1e-6));
-        const OutputCheck dh0 = CheckOutput({"dh0", DType::kF32, true}, dh0_dev, job.reverse.dh0, p.shape, tol);
-        EXPECT_EQ(dh0.rel_err, LegacyCompare(DType::kF32, dh0_dev, bwd.dh0).rel_err);
+        const OutputCheck da = CheckTensor(job.tensors[at("da")], da_dev, job.reference[at("da")], tol);
+        EXPECT_EQ(da.rel_err, LegacyCompare(dtype, da_dev, bwd.da).rel_err);
       }
     }
   }
+}
+
+// The failure detail names the element by the tensor's own dims.
+TEST(VerifierHostTest, CheckTensorNamesTheElementByItsDims) {
+  const TensorSpec spec{"dBm", DType::kF32, 2 * 3 * 4, TensorRole::kBwdOut, {2, 3, 4}, "b,t,n"};
+  std::vector<double> ref(24, 1.0);
+  std::vector<uint8_t> raw = Poke(EncodeAs(DType::kF32, ref), DType::kF32, 23, 3.0);
+  const OutputCheck c = CheckTensor(spec, raw, ref, 1e-5);
+  EXPECT_EQ(c.state, v1::WRONG_RESULT);
+  EXPECT_NE(c.detail.find("worst at dBm[23] (b=1, t=2, n=3)"), std::string::npos) << c.detail;
 }
 
 class VerifierCheckTest : public ::testing::TestWithParam<int> {  // host threads
@@ -231,45 +240,6 @@ TEST_P(VerifierCheckTest, UnwrittenElementFails) {
   EXPECT_EQ(c.state, v1::WRONG_RESULT);
   EXPECT_NE(c.detail.find("h[100] (b=0, t=0, c=100) was never written (poison left)"), std::string::npos)
       << c.detail;
-}
-
-TEST_P(VerifierCheckTest, BackwardChecksDaDxAndH) {
-  ScopedHostThreads threads(GetParam());
-  const Problem p{Op::kLinearScan, shape, dtype, Mode::kFwdBwd, true};
-  const VerificationData job = PrepareVerification(p, 5, true);
-  const LinearScanInputs in = GenerateInputs(p, 5);
-  const std::vector<uint8_t> h_dev = EncodeAs(dtype, LinearScanForward(shape, in.a, in.x, in.h0).h);
-  const LinearScanBackwardRef bwd =
-      LinearScanBackward(shape, in.a, DecodeFrom(dtype, h_dev.data(), in.a.size()), in.h0, in.dh);
-  const std::vector<uint8_t> dx = EncodeAs(dtype, bwd.dx), da = EncodeAs(dtype, bwd.da);
-  auto check = [&](const std::vector<uint8_t>& dx_raw, const std::vector<uint8_t>& da_raw,
-                   const std::vector<uint8_t>& h_after) {
-    return CheckBackward(dtype, dx_raw, da_raw, job.reverse.g, h_dev, h_after, job.h0_values, shape, tol);
-  };
-  BackwardCheck ok = check(dx, da, h_dev);
-  EXPECT_TRUE(ok.dx.ok()) << ok.dx.detail;
-  EXPECT_TRUE(ok.da.ok()) << ok.da.detail;
-  EXPECT_FALSE(ok.h_changed);
-  EXPECT_LE(ok.da.rel_err, tol);
-
-  // da at t = 0 reads h0; at t = 1 it reads h_0 from h_dev.
-  for (size_t bad : {size_t{60007}, size_t{60207}}) {
-    const BackwardCheck b = check(dx, Poke(da, dtype, bad, bwd.da[bad] + 5.0), h_dev);
-    EXPECT_TRUE(b.dx.ok());
-    EXPECT_EQ(b.da.state, v1::WRONG_RESULT);
-    EXPECT_NE(b.da.detail.find("worst at da[" + std::to_string(bad) + "]"), std::string::npos) << b.da.detail;
-  }
-  std::vector<uint8_t> dx_poison = dx;
-  dx_poison[2 * 5] = dx_poison[2 * 5 + 1] = DeviceBuffer::kPoisonByte;
-  const BackwardCheck unwritten = check(dx_poison, da, h_dev);
-  EXPECT_EQ(unwritten.dx.state, v1::WRONG_RESULT);
-  EXPECT_NE(unwritten.dx.detail.find("dx[5]"), std::string::npos) << unwritten.dx.detail;
-  EXPECT_NE(unwritten.dx.detail.find("never written"), std::string::npos) << unwritten.dx.detail;
-  EXPECT_TRUE(unwritten.da.ok());
-
-  std::vector<uint8_t> h_scribbled = h_dev;
-  h_scribbled.back() ^= 1;
-  EXPECT_TRUE(check(dx, da, h_scribbled).h_changed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Threads, VerifierCheckTest, ::testing::Values(1, 4, 13));
