@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
@@ -26,11 +27,15 @@ struct Cli::Command {
 namespace {
 
 void AddProblemFlags(ArgParser& p) {
-  p.AddFlag("op", "NAME", "operator (default linear_scan)");
-  p.AddFlag("shape", "BxLxW", "batch x length x width, e.g. 4x2048x2048");
+  p.AddFlag("op", "NAME", "operator: linear_scan (default), rglru, samu, selective_scan");
+  p.AddFlag("shape", "BxLxW", "batch x length x width, e.g. 4x2048x2048 (selective_scan: W is D)");
   p.AddFlag("dtype", "fp32|bf16|fp16", "input/output dtype (the carry is always fp32)");
   p.AddFlag("mode", "fwd|bwd|fwd_bwd", "what is timed and ranked");
   p.AddBool("h0", "with an initial state h0 (B, W)");
+  p.AddFlag("state", "N", "selective_scan: state size N, 8|16|32|64 (default 16)");
+  p.AddBool("delta-bias", "selective_scan: delta += delta_bias (D)");
+  p.AddBool("delta-softplus", "selective_scan: delta = softplus(delta)");
+  p.AddBool("z-gate", "selective_scan: y *= silu(z)");
   p.AddFlag("device", "UUID", "device (default: the first)");
 }
 
@@ -96,6 +101,17 @@ StatusOr<v1::Problem> ProblemFlags(const ArgParser& args, const std::string& sha
   ASSIGN_OR_RETURN(v1::Mode m, ModeFlag(*mode));
   problem.set_mode(m);
   problem.set_has_h0(args.GetBool("h0"));
+  if (auto state = args.Get("state")) {
+    uint32_t n = 0;
+    auto [end, ec] = std::from_chars(state->data(), state->data() + state->size(), n);
+    if (ec != std::errc() || end != state->data() + state->size()) {
+      return InvalidArgument("--state must be a number (8, 16, 32 or 64), got '" + *state + "'");
+    }
+    problem.set_state_dim(n);
+  }
+  problem.set_delta_bias(args.GetBool("delta-bias"));
+  problem.set_delta_softplus(args.GetBool("delta-softplus"));
+  problem.set_z_gate(args.GetBool("z-gate"));
   return problem;
 }
 
@@ -149,6 +165,10 @@ std::string ProblemText(const v1::Problem& p) {
   std::string dtype = p.dtype() == v1::DTYPE_UNSPECIFIED ? "?" : Lower(v1::DType_Name(p.dtype()));
   std::string text = p.op() + " " + ShapeText(p.shape()) + " " + dtype + " " + Lower(v1::Mode_Name(p.mode()));
   if (p.has_h0()) text += " h0";
+  if (p.op() == "selective_scan") text += " n" + std::to_string(p.state_dim() == 0 ? 16 : p.state_dim());
+  if (p.delta_bias()) text += " +bias";
+  if (p.delta_softplus()) text += " +softplus";
+  if (p.z_gate()) text += " +z";
   return text;
 }
 

@@ -4,7 +4,8 @@
 #   .bundle/build  the build tree without objects and static libraries (binaries stripped;
 #                  ctest files kept, so `ctest -L gpu` runs there)
 #   .bundle/lib    the shared-library closure of our binaries, minus the system's
-#                  own (libc, libm, libstdc++, libgcc_s, ld-linux) and the driver/NVRTC.
+#                  own (libc, libm, libstdc++, libgcc_s, ld-linux) and the CUDA toolkit's
+#                  (driver, NVRTC, cuBLAS: /usr/local/cuda/lib64 there has the same CUDA 13).
 # Send it with device.run carry=[".bundle"] and run scripts/gpu_round.sh there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +22,7 @@ find .bundle/build -type f -perm -u+x | while read -r f; do
     strip --strip-debug "$f"
     ldd "$f" | awk '/=> \// {print $3}'
   fi
-done | sort -u | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libnvrtc[^/]*|libpthread|libdl|librt)\.so' \
+done | sort -u | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libnvrtc[^/]*|libcublas(Lt)?|libcudart|libpthread|libdl|librt)\.so' \
   | xargs -r -I{} cp -L {} .bundle/lib/
 # ctest files name the absolute source and build paths; gpu_round.sh links them.
 pwd > .bundle/SOURCE_DIR

@@ -76,8 +76,17 @@ std::vector<BadRequest> Cases() {
        StatusCode::kInvalidArgument, "warp_scan"},
       {"missing op", [=](auto& c) { return SelectOf(c, with([](auto& p) { p.set_op(""); })); },
        StatusCode::kInvalidArgument, "op"},
-      {"operator not implemented yet", [=](auto& c) { return SelectOf(c, with([](auto& p) { p.set_op("rglru"); })); },
-       StatusCode::kUnimplemented, "rglru"},
+      {"selective_scan option on another operator",
+       [=](auto& c) { return SelectOf(c, with([](auto& p) { p.set_z_gate(true); })); }, StatusCode::kInvalidArgument,
+       "selective_scan only"},
+      {"unsupported state size",
+       [=](auto& c) {
+         return SelectOf(c, with([](auto& p) {
+           p.set_op("selective_scan");
+           p.set_state_dim(12);
+         }));
+       },
+       StatusCode::kInvalidArgument, "8, 16, 32 or 64"},
       {"unspecified dtype",
        [=](auto& c) { return SelectOf(c, with([](auto& p) { p.set_dtype(v1::DTYPE_UNSPECIFIED); })); },
        StatusCode::kInvalidArgument, "dtype"},
