@@ -40,6 +40,11 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
               {'c', &Variant::strip},
               {'i', &Variant::tile},
               {'b', &Variant::blocks_per_sm}};
+    case Algorithm::kFused:
+      return {{'d', &Variant::dim_block}, {'s', &Variant::state_split}, {'c', &Variant::chunk}};
+    case Algorithm::kFusedSeg:
+      return {{'d', &Variant::dim_block}, {'s', &Variant::state_split}, {'c', &Variant::chunk},
+              {'g', &Variant::segment}};
     case Algorithm::kTestFault:
     case Algorithm::kTestHang:
       return {};
@@ -56,6 +61,8 @@ const char* AlgorithmName(Algorithm algorithm) {
     case Algorithm::kLookback: return "lookback";
     case Algorithm::kLookbackSmem: return "lookbacksmem";
     case Algorithm::kLookbackPipe: return "lookbackpipe";
+    case Algorithm::kFused: return "fused";
+    case Algorithm::kFusedSeg: return "fusedseg";
     case Algorithm::kTestFault: return "test_fault";
     case Algorithm::kTestHang: return "test_hang";
   }
@@ -97,9 +104,13 @@ StatusOr<Variant> Variant::Parse(std::string_view name) {
     v.algorithm = Algorithm::kLookbackSmem;
   } else if (algo == "lookbackpipe") {
     v.algorithm = Algorithm::kLookbackPipe;
+  } else if (algo == "fused") {
+    v.algorithm = Algorithm::kFused;
+  } else if (algo == "fusedseg") {
+    v.algorithm = Algorithm::kFusedSeg;
   } else {
     return bad("unknown algorithm '" + std::string(algo) +
-               "' (sequential, chunked, lookback, lookbacksmem, lookbackpipe)");
+               "' (sequential, chunked, lookback, lookbacksmem, lookbackpipe, fused, fusedseg)");
   }
   const std::vector<KnobSpec> knobs = KnobsOf(v.algorithm);
   if (parts.size() != knobs.size() + 1) {
@@ -127,6 +138,8 @@ int Variant::Complexity() const {
     case Algorithm::kLookback: return 2;
     case Algorithm::kLookbackSmem: return 3;
     case Algorithm::kLookbackPipe: return 4;
+    case Algorithm::kFused: return 3;
+    case Algorithm::kFusedSeg: return 4;
     case Algorithm::kTestFault:
     case Algorithm::kTestHang: return 100;
   }
@@ -135,7 +148,8 @@ int Variant::Complexity() const {
 
 size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
-  for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm}) {
+  for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm,
+                   v.dim_block, v.state_split, v.segment}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

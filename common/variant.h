@@ -19,6 +19,8 @@ enum class Algorithm {
   kLookback,     // single pass: warp/block prefix over time segments, decoupled look-back between time tiles
   kLookbackSmem, // kLookback with the tile staged in shared memory by cp.async instead of held in registers
   kLookbackPipe, // kLookbackSmem made persistent: each block loops over tiles, next tile's loads in flight
+  kFused,       // selective_scan: state-blocked single pass (dim_block channels x state_split lanes per block)
+  kFusedSeg,    // selective_scan: kFused with time split into segments (local scan, carry, rescan)
   kTestFault,    // test-only: writes far outside its buffers (must be recorded, never selected)
   kTestHang,     // test-only: spins forever (must be recorded as TIMEOUT)
 };
@@ -34,6 +36,9 @@ struct Variant {
   int strip = 0;      // kLookbackSmem, kLookbackPipe: channels per block
   int tile = 0;       // kLookbackSmem, kLookbackPipe: timesteps per tile (staged in shared memory)
   int blocks_per_sm = 0;  // kLookbackPipe: persistent blocks per SM (at most; fewer where shared memory is short)
+  int dim_block = 0;    // kFused, kFusedSeg: channels per block
+  int state_split = 0;  // kFused, kFusedSeg: lanes per channel (each holds state / state_split states)
+  int segment = 0;      // kFusedSeg: timesteps per time segment
 
   std::string Name() const;
   static StatusOr<Variant> Parse(std::string_view name);

@@ -1,29 +1,323 @@
-// Plans of selective_scan. STUB: replaced by the operator's real planner.
+// Plans of selective_scan (kernels_src/selective_scan.cuh). Every family is
+// one set of templates <T, N, dim_block, state_split, segment, chunk, bias,
+// softplus, gate>:
+//   sequential_v1_t{T}_p1    one thread per channel (all N states), whole sequence
+//   chunked_v1_t{T}_c{G}     one thread per channel, time segments of G steps
+//   fused_d{D}_s{S}_c{C}     D channels x S lanes per channel per block, whole sequence
+//   fusedseg_d{D}_s{S}_c{C}_g{G}  fused with time segments of G steps
+// The grid and workspace formulas here mirror the kernels' index math
+// (SsmWorkspaceLayout is shared with them). Pure functions; no CUDA.
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <climits>
+#include <cstddef>
+
 #include "compiler/op_planner.h"
+#include "kernels_src/selective_scan_params.h"
 
 namespace scantune {
 namespace {
 
-class Stub final : public OpPlanner {
+// Time tile of the one-thread-per-channel families: their backward holds
+// 2 x tile x N recomputed states in registers.
+constexpr int kSequentialTile = 2;
+constexpr int kSequentialThreads[] = {64, 128};
+constexpr int kChunkedThreads = 128;
+constexpr int kChunkedSegments[] = {128, 512};
+
+struct FusedKnobs {
+  int dim_block, state_split, chunk, segment;  // segment 0: kFused
+};
+constexpr FusedKnobs kFusedVariants[] = {
+    {32, 4, 8, 0},  {64, 4, 8, 0},    {32, 8, 8, 0},    {16, 8, 8, 0},    {32, 16, 16, 0},
+    {32, 4, 8, 256}, {32, 4, 8, 1024}, {32, 8, 8, 512}, {64, 4, 8, 512}, {16, 16, 16, 256}};
+
+// Estimated fp32 registers a backward thread keeps live (recomputed states
+// and transitions, per-step partials, the current and next tile's inputs).
+// Above this ptxas spills to local memory on a scale that defeats the kernel.
+constexpr int kMaxLiveFloats = 320;
+constexpr int64_t kMaxGridYZ = 65535;
+constexpr int64_t kMaxStaticShared = 48 * 1024;
+constexpr int kCarryThreads = 256;
+constexpr int kFinalizeThreads = 256;
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+bool HasFwd(Mode mode) { return mode == Mode::kFwd || mode == Mode::kFwdBwd; }
+bool HasBwd(Mode mode) { return mode == Mode::kBwd || mode == Mode::kFwdBwd; }
+
+const char* TypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float";
+    case DType::kBF16: return "__nv_bfloat16";
+    case DType::kF16: return "__half";
+  }
+  return "float";
+}
+
+// A variant's kernel configuration.
+struct Config {
+  int dim_block = 0, split = 1, segment = 0, chunk = 1;
+};
+
+StatusOr<Config> ConfigOf(const Variant& v) {
+  Config c;
+  switch (v.algorithm) {
+    case Algorithm::kSequential:
+      c.dim_block = v.threads;
+      c.chunk = kSequentialTile;
+      break;
+    case Algorithm::kChunked:
+      c.dim_block = v.threads;
+      c.segment = v.chunk;
+      c.chunk = kSequentialTile;
+      break;
+    case Algorithm::kFused:
+      c.dim_block = v.dim_block;
+      c.split = v.state_split;
+      c.chunk = v.chunk;
+      break;
+    case Algorithm::kFusedSeg:
+      c.dim_block = v.dim_block;
+      c.split = v.state_split;
+      c.chunk = v.chunk;
+      c.segment = v.segment;
+      break;
+    default:
+      return InvalidArgument(std::string("algorithm ") + AlgorithmName(v.algorithm) + " has no selective_scan kernels");
+  }
+  return c;
+}
+
+bool PowerOfTwo(int v) { return v > 0 && (v & (v - 1)) == 0; }
+
+std::string Instance(const char* kernel, std::string args) { return std::string(kernel) + "<" + args + ">"; }
+
+int64_t Segments(const Config& c, int64_t length) {
+  const int64_t seg_len = SsmSegmentLength(length, c.segment, SsmCheckpointInterval(c.chunk));
+  return CeilDiv(length, seg_len);
+}
+
+class SsmPlannerImpl final : public OpPlanner {
  public:
   const char* MainHeader(Op) const override { return "selective_scan.cuh"; }
-  std::vector<Variant> EnumerateVariants(Op) const override { return {}; }
-  Status CanImplement(const Variant&, const Problem& problem, const DeviceLimits&) const override {
-    return Unimplemented(std::string("operator ") + OpName(problem.op) + " has no kernels yet");
+
+  std::vector<Variant> EnumerateVariants(Op) const override {
+    std::vector<Variant> variants;
+    for (int threads : kSequentialThreads) {
+      Variant v;
+      v.algorithm = Algorithm::kSequential;
+      v.vec = 1;
+      v.threads = threads;
+      v.prefetch = 1;
+      variants.push_back(v);
+    }
+    for (int segment : kChunkedSegments) {
+      Variant v;
+      v.algorithm = Algorithm::kChunked;
+      v.vec = 1;
+      v.threads = kChunkedThreads;
+      v.chunk = segment;
+      variants.push_back(v);
+    }
+    for (const FusedKnobs& k : kFusedVariants) {
+      Variant v;
+      v.algorithm = k.segment ? Algorithm::kFusedSeg : Algorithm::kFused;
+      v.dim_block = k.dim_block;
+      v.state_split = k.state_split;
+      v.chunk = k.chunk;
+      v.segment = k.segment;
+      variants.push_back(v);
+    }
+    return variants;
   }
-  StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& p, const DeviceLimits& d) const override {
-    RETURN_IF_ERROR(CanImplement(v, p, d));
-    return LaunchPlan{};
+
+  Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
+    ASSIGN_OR_RETURN(const Config c, ConfigOf(v));
+    const Shape& s = problem.shape;
+    const int n = problem.ssm.state;
+    if (n != 8 && n != 16 && n != 32 && n != 64) {
+      return InvalidArgument("state " + std::to_string(n) + " not in {8, 16, 32, 64}");
+    }
+    if (s.batch < 1 || s.length < 1 || s.width < 1) {
+      return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
+    }
+    if ((v.algorithm == Algorithm::kSequential || v.algorithm == Algorithm::kChunked) && v.vec != 1) {
+      return InvalidArgument("vec " + std::to_string(v.vec) + ": selective_scan's per-channel families take vec 1");
+    }
+    if (!PowerOfTwo(c.split) || c.split > 32 || n % c.split != 0) {
+      return InvalidArgument("state_split " + std::to_string(c.split) + " must be a power of two dividing N = " +
+                             std::to_string(n));
+    }
+    const int threads = c.dim_block * c.split;
+    if (c.dim_block < 1 || threads % 32 != 0) {
+      return InvalidArgument("dim_block x state_split = " + std::to_string(threads) + " is not a multiple of 32");
+    }
+    if (threads > device.max_threads_per_block) {
+      return ResourceExhausted(std::to_string(threads) + " threads per block exceed the device's " +
+                               std::to_string(device.max_threads_per_block));
+    }
+    if (c.chunk < 1 || c.chunk > 64 || c.chunk % c.split != 0) {
+      return InvalidArgument("chunk " + std::to_string(c.chunk) + " must be in [1, 64] and a multiple of state_split " +
+                             std::to_string(c.split));
+    }
+    const int64_t interval = SsmCheckpointInterval(c.chunk);
+    if (c.segment < 0 || c.segment % interval != 0) {
+      return InvalidArgument("segment " + std::to_string(c.segment) + " must be a multiple of " +
+                             std::to_string(interval) + " (chunk " + std::to_string(c.chunk) +
+                             ", checkpoint interval)");
+    }
+    const int states = n / c.split;
+    const int channel_bits = 5 - std::countr_zero(static_cast<unsigned>(c.split));
+    const int group = 2 * states >= (1 << channel_bits) ? 1 : (1 << channel_bits) / (2 * states);
+    if (c.chunk % group != 0) {
+      return InvalidArgument("chunk " + std::to_string(c.chunk) + " must be a multiple of " + std::to_string(group));
+    }
+    const int tile_inputs = 2 + (problem.ssm.delta_softplus ? 1 : 0) + (problem.ssm.z_gate ? 1 : 0);
+    const int live_fwd = 2 * tile_inputs * c.chunk + c.chunk + 3 * states;
+    const int live_bwd = 2 * c.chunk * states + 3 * c.chunk + 2 * states * group + 5 * states +
+                         2 * (tile_inputs + 1) * c.chunk;
+    const int live = std::max(HasFwd(problem.mode) ? live_fwd : 0, HasBwd(problem.mode) ? live_bwd : 0);
+    if (live > kMaxLiveFloats) {
+      return ResourceExhausted("about " + std::to_string(live) + " live fp32 values per thread at N = " +
+                               std::to_string(n) + " (limit " + std::to_string(kMaxLiveFloats) +
+                               "): would spill to local memory");
+    }
+    const int64_t shared = (2 * 2 * int64_t{c.chunk} * n + (HasBwd(problem.mode) ? 2 * int64_t{c.chunk} * n : 0)) * 4;
+    if (shared > std::min<int64_t>(kMaxStaticShared, device.max_shared_per_block)) {
+      return ResourceExhausted("static shared memory " + std::to_string(shared) + " bytes exceeds 48 KiB");
+    }
+    const int64_t segments = Segments(c, s.length);
+    if (segments > kMaxGridYZ || s.batch > kMaxGridYZ) {
+      return ResourceExhausted(std::to_string(segments) + " segments x " + std::to_string(s.batch) +
+                               " batches: over the grid's y/z limit of 65535");
+    }
+    if (CeilDiv(s.batch * s.width * n, kCarryThreads) > INT_MAX) {
+      return ResourceExhausted("the carry launch needs more than 2^31-1 blocks");
+    }
+    return Status::Ok();
   }
-  std::vector<std::string> NameExpressions(const Variant&, Op, DType, const SsmOptions&) const override { return {}; }
-  std::vector<v1::ParamField> ParamLayout(Op) const override { return {}; }
-  uint32_t ParamSize(Op) const override { return 0; }
+
+  StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
+    RETURN_IF_ERROR(CanImplement(v, problem, device));
+    ASSIGN_OR_RETURN(const Config c, ConfigOf(v));
+    const Shape& s = problem.shape;
+    const int n = problem.ssm.state;
+    const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, problem.ssm);
+    const int64_t segments = Segments(c, s.length);
+    const std::array<uint32_t, 3> main_grid = {static_cast<uint32_t>(CeilDiv(s.width, c.dim_block)),
+                                               static_cast<uint32_t>(segments), static_cast<uint32_t>(s.batch)};
+    const uint32_t threads = static_cast<uint32_t>(c.dim_block * c.split);
+    const uint32_t carry_blocks = static_cast<uint32_t>(CeilDiv(s.batch * s.width * n, kCarryThreads));
+    const int64_t finalize_elements = std::max<int64_t>(s.batch * s.length * n, s.width * n);
+    const uint32_t finalize_blocks =
+        static_cast<uint32_t>(std::min<int64_t>(CeilDiv(finalize_elements, kFinalizeThreads), 8 * device.sm_count));
+    LaunchPlan plan;
+    auto add = [&](size_t index, const char* phase, std::array<uint32_t, 3> grid, uint32_t block) {
+      Launch launch;
+      launch.name_expression = names[index];
+      launch.phase = phase;
+      launch.grid = grid;
+      launch.block = {block, 1, 1};
+      plan.launches.push_back(std::move(launch));
+    };
+    // names: fwd_local, carry<fwd>, fwd_main, bwd_local, carry<bwd>, bwd_main, bwd_finalize
+    if (HasFwd(problem.mode)) {
+      if (segments > 1) {
+        add(0, "fwd", main_grid, threads);
+        add(1, "fwd", {carry_blocks, 1, 1}, kCarryThreads);
+      }
+      add(2, "fwd", main_grid, threads);
+    }
+    if (HasBwd(problem.mode)) {
+      if (segments > 1) {
+        add(3, "bwd", main_grid, threads);
+        add(4, "bwd", {carry_blocks, 1, 1}, kCarryThreads);
+      }
+      add(5, "bwd", main_grid, threads);
+      add(6, "bwd", {finalize_blocks, 1, 1}, kFinalizeThreads);
+    }
+    const SsmWorkspace w = SsmWorkspaceLayout(s.batch, s.length, s.width, n, c.segment, c.chunk);
+    if (HasBwd(problem.mode)) {
+      plan.workspace_bytes = static_cast<uint64_t>(w.total) * sizeof(float);
+      plan.workspace_zero_bytes = static_cast<uint64_t>(w.zero_end) * sizeof(float);
+    } else {
+      // The forward uses the segment regions only; the accumulators stay unused and unzeroed.
+      plan.workspace_bytes = static_cast<uint64_t>(segments > 1 ? w.ckpt : 0) * sizeof(float);
+    }
+    return plan;
+  }
+
+  std::vector<std::string> NameExpressions(const Variant& v, Op, DType dtype, const SsmOptions& ssm) const override {
+    StatusOr<Config> config = ConfigOf(v);
+    if (!config.ok()) return {};
+    const Config& c = *config;
+    const int n = ssm.state == 0 ? 16 : ssm.state;
+    auto b = [](bool flag) { return flag ? std::string("true") : std::string("false"); };
+    const std::string args = std::string(TypeName(dtype)) + ", " + std::to_string(n) + ", " +
+                             std::to_string(c.dim_block) + ", " + std::to_string(c.split) + ", " +
+                             std::to_string(c.segment) + ", " + std::to_string(c.chunk) + ", " + b(ssm.delta_bias) +
+                             ", " + b(ssm.delta_softplus) + ", " + b(ssm.z_gate);
+    const std::string carry = std::to_string(n) + ", " + std::to_string(c.segment) + ", " + std::to_string(c.chunk);
+    return {Instance("selective_scan_fwd_local", args),
+            Instance("selective_scan_carry", carry + ", false"),
+            Instance("selective_scan_fwd_main", args),
+            Instance("selective_scan_bwd_local", args),
+            Instance("selective_scan_carry", carry + ", true"),
+            Instance("selective_scan_bwd_main", args),
+            Instance("selective_scan_bwd_finalize", std::string(TypeName(dtype)) + ", " + std::to_string(n))};
+  }
+
+  std::vector<v1::ParamField> ParamLayout(Op) const override {
+    std::vector<v1::ParamField> fields;
+    auto field = [&](const char* name, size_t offset, size_t size, const char* type, const char* meaning) {
+      v1::ParamField f;
+      f.set_name(name);
+      f.set_offset_bytes(static_cast<uint32_t>(offset));
+      f.set_size_bytes(static_cast<uint32_t>(size));
+      f.set_type(type);
+      f.set_meaning(meaning);
+      fields.push_back(std::move(f));
+    };
+#define SCANTUNE_FIELD(member, type, meaning) \
+  field(#member, offsetof(SelectiveScanParams, member), sizeof(SelectiveScanParams::member), type, meaning)
+    SCANTUNE_FIELD(u, "ptr", "input u (B, L, D), dtype");
+    SCANTUNE_FIELD(delta, "ptr", "input delta (B, L, D), dtype (before bias and softplus)");
+    SCANTUNE_FIELD(A, "ptr", "A (D, N), fp32");
+    SCANTUNE_FIELD(Bm, "ptr", "input B (B, L, N), dtype");
+    SCANTUNE_FIELD(Cm, "ptr", "input C (B, L, N), dtype");
+    SCANTUNE_FIELD(Dv, "ptr", "skip D (D), fp32");
+    SCANTUNE_FIELD(delta_bias, "ptr", "delta bias (D), fp32; null: none");
+    SCANTUNE_FIELD(z, "ptr", "gate z (B, L, D), dtype; null: no gate");
+    SCANTUNE_FIELD(h0, "ptr", "initial state (B, D, N), fp32; null: zero");
+    SCANTUNE_FIELD(y, "ptr", "output y (B, L, D), dtype");
+    SCANTUNE_FIELD(h_final, "ptr", "final state (B, D, N), fp32, fwd output; null: not written");
+    SCANTUNE_FIELD(dy, "ptr", "gradient of y (B, L, D), dtype, bwd input");
+    SCANTUNE_FIELD(du, "ptr", "gradient of u (B, L, D), dtype, bwd output");
+    SCANTUNE_FIELD(ddelta, "ptr", "gradient of delta (B, L, D), dtype, bwd output");
+    SCANTUNE_FIELD(dA, "ptr", "gradient of A (D, N), fp32, bwd output");
+    SCANTUNE_FIELD(dBm, "ptr", "gradient of B (B, L, N), dtype, bwd output");
+    SCANTUNE_FIELD(dCm, "ptr", "gradient of C (B, L, N), dtype, bwd output");
+    SCANTUNE_FIELD(dDv, "ptr", "gradient of D (D), fp32, bwd output");
+    SCANTUNE_FIELD(ddelta_bias, "ptr", "gradient of delta_bias (D), fp32, bwd output; null without bias");
+    SCANTUNE_FIELD(dz, "ptr", "gradient of z (B, L, D), dtype, bwd output; null without gate");
+    SCANTUNE_FIELD(dh0, "ptr", "gradient of h0 (B, D, N), fp32, bwd output; null without h0");
+    SCANTUNE_FIELD(workspace, "ptr", "workspace_bytes of scratch; first workspace_zero_bytes zeroed before each phase");
+    SCANTUNE_FIELD(batch, "i64", "B");
+    SCANTUNE_FIELD(length, "i64", "L (timesteps)");
+    SCANTUNE_FIELD(dim, "i64", "D (channels)");
+    SCANTUNE_FIELD(state, "i64", "N (states per channel)");
+#undef SCANTUNE_FIELD
+    return fields;
+  }
+
+  uint32_t ParamSize(Op) const override { return sizeof(SelectiveScanParams); }
 };
 
 }  // namespace
 
 const OpPlanner& SsmPlanner() {
-  static const Stub planner;
+  static const SsmPlannerImpl planner;
   return planner;
 }
 

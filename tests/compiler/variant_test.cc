@@ -84,3 +84,34 @@ TEST(VariantNames, BadNamesAreRejectedWithReasons) {
 
 }  // namespace
 }  // namespace scantune
+
+namespace scantune {
+namespace {
+
+// selective_scan's state-blocked families and their knobs.
+TEST(VariantNames, FusedFamiliesRoundTrip) {
+  StatusOr<Variant> fused = Variant::Parse("fused_d32_s4_c8");
+  ASSERT_TRUE(fused.ok()) << fused.status().ToString();
+  EXPECT_EQ(fused->algorithm, Algorithm::kFused);
+  EXPECT_EQ(fused->dim_block, 32);
+  EXPECT_EQ(fused->state_split, 4);
+  EXPECT_EQ(fused->chunk, 8);
+  EXPECT_EQ(fused->Name(), "fused_d32_s4_c8");
+  StatusOr<Variant> seg = Variant::Parse("fusedseg_d64_s8_c16_g512");
+  ASSERT_TRUE(seg.ok()) << seg.status().ToString();
+  EXPECT_EQ(seg->algorithm, Algorithm::kFusedSeg);
+  EXPECT_EQ(seg->segment, 512);
+  EXPECT_EQ(seg->Name(), "fusedseg_d64_s8_c16_g512");
+  EXPECT_NE(VariantHash()(*fused), VariantHash()(*seg));
+  for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
+    StatusOr<Variant> parsed = Variant::Parse(v.Name());
+    ASSERT_TRUE(parsed.ok()) << v.Name();
+    EXPECT_EQ(*parsed, v);
+  }
+  EXPECT_FALSE(Variant::Parse("fused_d32_s4").ok());
+  EXPECT_FALSE(Variant::Parse("fusedseg_d32_s4_c8_g0").ok());
+  EXPECT_FALSE(Variant::Parse("fused_d32_x4_c8").ok());
+}
+
+}  // namespace
+}  // namespace scantune

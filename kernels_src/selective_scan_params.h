@@ -1,0 +1,94 @@
+// The one by-value parameter struct every selective_scan kernel takes (Mamba
+// S6, token-major), and the layout of its workspace. Shared by the
+// NVRTC-compiled kernels and the host code that fills it, so it may use
+// nothing beyond plain C types. Layout is reported to clients by GetKernel.
+//
+// Shapes: u, delta, z, y, dy, du, ddelta, dz (B, L, D) in the problem's dtype;
+// Bm, Cm, dBm, dCm (B, L, N) dtype; A, dA (D, N) fp32; Dv, dDv, delta_bias,
+// ddelta_bias (D) fp32; h0, h_final, dh0 (B, D, N) fp32. Optional tensors
+// (delta_bias, z, h0 and their gradients) are null when the problem has
+// none. Element (b, t, d) is at (b*L + t)*D + d; state (b, d, n) at (b*D + d)*N + n.
+#pragma once
+
+struct SelectiveScanParams {
+  // Forward: delta' = softplus?(delta + bias); h_t = exp(delta'_t A) h_{t-1} + delta'_t Bm_t u_t;
+  // y_t = (Cm_t . h_t + Dv u_t) * (silu(z_t) with the gate).
+  const void* u;
+  const void* delta;
+  const float* A;
+  const void* Bm;
+  const void* Cm;
+  const float* Dv;
+  const float* delta_bias;  // null: no bias
+  const void* z;            // null: no gate
+  const float* h0;          // null: zero
+  void* y;
+  float* h_final;           // null: not written
+  // Backward (reads the forward inputs again; recomputes the states).
+  const void* dy;
+  void* du;
+  void* ddelta;
+  float* dA;
+  void* dBm;
+  void* dCm;
+  float* dDv;
+  float* ddelta_bias;       // null without delta_bias
+  void* dz;                 // null without the gate
+  float* dh0;               // null without h0
+  void* workspace;          // see SsmWorkspaceLayout; the zeroed prefix holds the reductions
+  long long batch;
+  long long length;
+  long long dim;
+  long long state;
+};
+
+#if defined(__CUDACC__)
+#define SSM_HD __host__ __device__ __forceinline__
+#define SSM_HD_CONSTEXPR __host__ __device__ constexpr
+#else
+#define SSM_HD inline
+#define SSM_HD_CONSTEXPR constexpr
+#endif
+
+// Offsets in floats into the workspace. The prefix [0, zero_end) holds the
+// fp32 accumulators of the backward's reductions (atomics; zeroed before
+// every phase): dA (D, N), dDv (D), ddelta_bias (D), dBm and dCm (B, L, N).
+// Then, rewritten by every phase that uses them: the per-segment delta sums
+// (B, S, D), the segment states hseg and adjoints gseg (B, S, D, N) (S time
+// segments), and the backward's checkpoints ckpt (B, ceil(L/interval), D, N).
+struct SsmWorkspace {
+  long long dA, dDv, dbias, dB, dC, zero_end;
+  long long sdelta, hseg, gseg, ckpt, total;
+};
+
+SSM_HD long long SsmRound(long long a) { return (a + 63) / 64 * 64; }  // 256-byte regions
+
+// Timesteps per segment: `segment` (a multiple of `chunk`), or 0 for the whole sequence.
+SSM_HD long long SsmSegmentLength(long long length, long long segment, long long chunk) {
+  return segment > 0 ? segment : (length + chunk - 1) / chunk * chunk;
+}
+
+// The backward keeps one (B, D, N) checkpoint per this many timesteps (a
+// multiple of its chunk): at most 1/16 of a (B, L, D, N) tensor.
+SSM_HD_CONSTEXPR long long SsmCheckpointInterval(long long chunk) { return chunk < 16 ? 16 : chunk; }
+
+SSM_HD struct SsmWorkspace SsmWorkspaceLayout(long long B, long long L, long long D, long long N, long long segment,
+                                              long long chunk) {
+  struct SsmWorkspace w;
+  const long long interval = SsmCheckpointInterval(chunk);
+  const long long seg_len = SsmSegmentLength(L, segment, interval);
+  const long long segs = (L + seg_len - 1) / seg_len;
+  const long long chunks = (L + interval - 1) / interval;
+  w.dA = 0;
+  w.dDv = w.dA + SsmRound(D * N);
+  w.dbias = w.dDv + SsmRound(D);
+  w.dB = w.dbias + SsmRound(D);
+  w.dC = w.dB + SsmRound(B * L * N);
+  w.zero_end = w.dC + SsmRound(B * L * N);
+  w.sdelta = w.zero_end;
+  w.hseg = w.sdelta + (segs > 1 ? SsmRound(B * segs * D) : 0);
+  w.gseg = w.hseg + (segs > 1 ? SsmRound(B * segs * D * N) : 0);
+  w.ckpt = w.gseg + (segs > 1 ? SsmRound(B * segs * D * N) : 0);
+  w.total = w.ckpt + SsmRound(B * chunks * D * N);
+  return w;
+}

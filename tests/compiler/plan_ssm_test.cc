@@ -1,0 +1,224 @@
+// selective_scan's planner (compiler/plan_ssm.cc): enumeration, CanImplement,
+// plans at the DEVICE.md shapes, the parameter layout, and the real NVRTC
+// compiling every variant for sm_90 (fp32 and bf16 at N = 16 with options
+// off and on; N 8 / 32 / 64 and fp16 for one variant per family).
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "compiler/nvrtc_compiler.h"
+#include "compiler/plan.h"
+#include "kernels_src/selective_scan_params.h"
+
+namespace scantune {
+namespace {
+
+Problem Ssm(int64_t b, int64_t l, int64_t d, int n, Mode mode, DType dtype = DType::kF32, bool options = false,
+            bool h0 = false) {
+  Problem p;
+  p.op = Op::kSelectiveScan;
+  p.shape = {b, l, d};
+  p.dtype = dtype;
+  p.mode = mode;
+  p.has_h0 = h0;
+  p.ssm.state = n;
+  p.ssm.delta_bias = options;
+  p.ssm.delta_softplus = options;
+  p.ssm.z_gate = options;
+  return p;
+}
+
+TEST(SsmEnumerate, FamiliesAndNames) {
+  const std::vector<Variant> variants = EnumerateVariants(Op::kSelectiveScan, false);
+  EXPECT_GE(variants.size(), 10u);
+  EXPECT_LE(variants.size(), 20u);
+  std::set<Algorithm> families;
+  std::set<std::string> names;
+  for (const Variant& v : variants) {
+    families.insert(v.algorithm);
+    EXPECT_TRUE(names.insert(v.Name()).second) << v.Name();
+    StatusOr<Variant> parsed = Variant::Parse(v.Name());
+    ASSERT_TRUE(parsed.ok()) << v.Name();
+    EXPECT_EQ(*parsed, v);
+  }
+  EXPECT_EQ(families, (std::set<Algorithm>{Algorithm::kSequential, Algorithm::kChunked, Algorithm::kFused,
+                                           Algorithm::kFusedSeg}));
+  EXPECT_TRUE(names.count("fused_d32_s4_c8"));
+  EXPECT_TRUE(names.count("fusedseg_d32_s4_c8_g256"));
+  EXPECT_EQ(std::string(MainHeader(Op::kSelectiveScan)), "selective_scan.cuh");
+}
+
+TEST(SsmCanImplement, DeviceShapesHaveFusedVariants) {
+  const DeviceLimits h200;
+  for (int64_t d : {256, 512, 1024}) {
+    for (int64_t l : {512, 2048, 8192}) {
+      for (Mode mode : {Mode::kFwd, Mode::kFwdBwd}) {
+        const Problem p = Ssm(4, l, d, 16, mode);
+        int fused = 0;
+        for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
+          const Status st = CanImplement(v, p, h200);
+          if (v.algorithm == Algorithm::kFused || v.algorithm == Algorithm::kFusedSeg) {
+            EXPECT_TRUE(st.ok()) << v.Name() << " " << p.Key() << ": " << st.ToString();
+            fused += st.ok();
+          }
+          if (!st.ok()) continue;
+          StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+          ASSERT_TRUE(plan.ok()) << v.Name();
+          // The workspace stays far below a (B, L, D, N) fp32 tensor.
+          const uint64_t full = 4ull * l * d * 16 * sizeof(float);
+          EXPECT_LE(plan->workspace_bytes * 4, full) << v.Name() << " " << p.Key();
+        }
+        EXPECT_GE(fused, 8);
+      }
+    }
+  }
+}
+
+TEST(SsmCanImplement, Rejections) {
+  const DeviceLimits h200;
+  // Eight states cannot be split over 16 lanes.
+  EXPECT_FALSE(CanImplement(*Variant::Parse("fused_d32_s16_c16"), Ssm(1, 64, 64, 8, Mode::kFwd), h200).ok());
+  // Per-channel families hold N states per thread: N = 64 backward would spill.
+  const Status spill = CanImplement(*Variant::Parse("sequential_v1_t64_p1"), Ssm(1, 64, 64, 64, Mode::kFwdBwd), h200);
+  EXPECT_EQ(spill.code(), StatusCode::kResourceExhausted) << spill.ToString();
+  EXPECT_TRUE(CanImplement(*Variant::Parse("sequential_v1_t64_p1"), Ssm(1, 64, 64, 64, Mode::kFwd), h200).ok());
+  // Knobs the kernels cannot take.
+  EXPECT_FALSE(CanImplement(*Variant::Parse("fusedseg_d32_s4_c8_g100"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+  EXPECT_FALSE(CanImplement(*Variant::Parse("fused_d8_s2_c8"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+  EXPECT_FALSE(CanImplement(*Variant::Parse("fused_d32_s4_c6"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+  EXPECT_FALSE(CanImplement(*Variant::Parse("lookback_v4_t256_s8_i8"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+  EXPECT_FALSE(CanImplement(*Variant::Parse("sequential_v2_t64_p1"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+  // More segments than grid.y holds.
+  EXPECT_FALSE(
+      CanImplement(*Variant::Parse("fusedseg_d32_s4_c8_g256"), Ssm(1, 256 * 70000, 32, 16, Mode::kFwd), h200).ok());
+}
+
+TEST(SsmMakePlan, LaunchesAndWorkspace) {
+  const DeviceLimits h200;
+  const Variant seg = *Variant::Parse("fusedseg_d32_s4_c8_g256");
+  const Problem p = Ssm(4, 1000, 100, 16, Mode::kFwdBwd);
+  StatusOr<LaunchPlan> plan = MakePlan(seg, p, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->launches.size(), 7u);
+  const char* phases[] = {"fwd", "fwd", "fwd", "bwd", "bwd", "bwd", "bwd"};
+  for (size_t i = 0; i < 7; ++i) EXPECT_EQ(plan->launches[i].phase, phases[i]) << i;
+  const Launch& main = plan->launches[2];
+  EXPECT_EQ(main.name_expression, "selective_scan_fwd_main<float, 16, 32, 4, 256, 8, false, false, false>");
+  EXPECT_EQ(main.grid, (std::array<uint32_t, 3>{4, 4, 4}));  // ceil(100/32) x ceil(1000/256) x B
+  EXPECT_EQ(main.block, (std::array<uint32_t, 3>{128, 1, 1}));
+  EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_carry<16, 256, 8, false>");
+  EXPECT_EQ(plan->launches[1].grid[0], (4u * 100 * 16 + 255) / 256);
+  const SsmWorkspace w = SsmWorkspaceLayout(4, 1000, 100, 16, 256, 8);
+  EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(w.zero_end) * 4);
+  EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(w.total) * 4);
+  EXPECT_GE(w.zero_end, 16 * 100 + 100 + 100 + 2 * 4 * 1000 * 16);
+  EXPECT_EQ(plan->workspace_zero_bytes % 256, 0u);
+
+  // One segment: no local/carry launches; forward alone zeroes nothing.
+  const Problem fwd = Ssm(4, 1000, 100, 16, Mode::kFwd);
+  plan = MakePlan(*Variant::Parse("fused_d32_s4_c8"), fwd, h200);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->launches.size(), 1u);
+  EXPECT_EQ(plan->launches[0].grid, (std::array<uint32_t, 3>{4, 1, 4}));
+  EXPECT_EQ(plan->workspace_zero_bytes, 0u);
+  plan = MakePlan(*Variant::Parse("fused_d32_s4_c8"), Ssm(4, 1000, 100, 16, Mode::kBwd, DType::kBF16, true), h200);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->launches.size(), 2u);
+  EXPECT_EQ(plan->launches[0].name_expression,
+            "selective_scan_bwd_main<__nv_bfloat16, 16, 32, 4, 0, 8, true, true, true>");
+  EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_bwd_finalize<__nv_bfloat16, 16>");
+}
+
+TEST(SsmParamLayout, MatchesTheStruct) {
+  const std::vector<v1::ParamField> fields = ParamLayout(Op::kSelectiveScan);
+  EXPECT_EQ(ParamSize(Op::kSelectiveScan), sizeof(SelectiveScanParams));
+  ASSERT_EQ(fields.size(), 26u);
+#define EXPECT_FIELD(i, member)                                                  \
+  EXPECT_EQ(fields[i].name(), #member);                                          \
+  EXPECT_EQ(fields[i].offset_bytes(), offsetof(SelectiveScanParams, member));    \
+  EXPECT_EQ(fields[i].size_bytes(), sizeof(SelectiveScanParams::member))
+  EXPECT_FIELD(0, u);
+  EXPECT_FIELD(1, delta);
+  EXPECT_FIELD(2, A);
+  EXPECT_FIELD(3, Bm);
+  EXPECT_FIELD(4, Cm);
+  EXPECT_FIELD(5, Dv);
+  EXPECT_FIELD(6, delta_bias);
+  EXPECT_FIELD(7, z);
+  EXPECT_FIELD(8, h0);
+  EXPECT_FIELD(9, y);
+  EXPECT_FIELD(10, h_final);
+  EXPECT_FIELD(11, dy);
+  EXPECT_FIELD(12, du);
+  EXPECT_FIELD(13, ddelta);
+  EXPECT_FIELD(14, dA);
+  EXPECT_FIELD(15, dBm);
+  EXPECT_FIELD(16, dCm);
+  EXPECT_FIELD(17, dDv);
+  EXPECT_FIELD(18, ddelta_bias);
+  EXPECT_FIELD(19, dz);
+  EXPECT_FIELD(20, dh0);
+  EXPECT_FIELD(21, workspace);
+  EXPECT_FIELD(22, batch);
+  EXPECT_FIELD(23, length);
+  EXPECT_FIELD(24, dim);
+  EXPECT_FIELD(25, state);
+#undef EXPECT_FIELD
+}
+
+CompileRequest Request(const Variant& v, DType dtype, int n, bool options) {
+  CompileRequest r;
+  r.variant = v;
+  r.op = Op::kSelectiveScan;
+  r.dtype = dtype;
+  r.ssm.state = n;
+  r.ssm.delta_bias = options;
+  r.ssm.delta_softplus = options;
+  r.ssm.z_gate = options;
+  return r;
+}
+
+void CompileAndCheck(const std::vector<CompileRequest>& requests) {
+  NvrtcCompiler compiler;
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<StatusOr<CompileResult>> results = CompileAll(compiler, requests, 2);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(results.size(), requests.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const CompileRequest& r = requests[i];
+    const std::string what = r.variant.Name() + " " + DTypeName(r.dtype) + " n" + std::to_string(r.ssm.state) +
+                             (r.ssm.z_gate ? " +options" : "");
+    ASSERT_TRUE(results[i].ok()) << what << ": " << results[i].status().ToString();
+    ASSERT_EQ(results[i]->state, v1::OK) << what << "\n" << results[i]->log;
+    const std::vector<std::string> names = NameExpressions(r.variant, r.op, r.dtype, r.ssm);
+    EXPECT_EQ(results[i]->lowered_names.size(), names.size()) << what;
+    for (const std::string& name : names) EXPECT_TRUE(results[i]->lowered_names.count(name)) << what << " " << name;
+  }
+  std::printf("%zu selective_scan modules compiled in %.1f s\n", requests.size(), seconds);
+}
+
+TEST(SsmNvrtc, EveryVariantFp32Bf16N16) {
+  std::vector<CompileRequest> requests;
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) requests.push_back(Request(v, dtype, 16, false));
+  }
+  CompileAndCheck(requests);
+}
+
+TEST(SsmNvrtc, OtherStatesOptionsAndFp16OnePerFamily) {
+  std::vector<CompileRequest> requests;
+  for (const char* name : {"sequential_v1_t64_p1", "chunked_v1_t128_c128", "fused_d32_s8_c8", "fusedseg_d32_s4_c8_g256"}) {
+    const Variant v = *Variant::Parse(name);
+    for (int n : {8, 32, 64}) requests.push_back(Request(v, DType::kBF16, n, n == 32));
+    requests.push_back(Request(v, DType::kF16, 16, true));
+    requests.push_back(Request(v, DType::kF32, 16, true));
+  }
+  CompileAndCheck(requests);
+}
+
+}  // namespace
+}  // namespace scantune

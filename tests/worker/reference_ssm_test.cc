@@ -1,0 +1,184 @@
+// The float64 selective_scan reference (worker/reference_ssm.h) against a
+// brute-force closed form of the forward and central finite differences of
+// every gradient (du, ddelta, dA, dBm, dCm, dDv, ddelta_bias, dz, dh0), with
+// the options off and on; and its independence of the host thread count.
+#include <cmath>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "worker/parallel.h"
+#include "worker/reference_ssm.h"
+
+namespace scantune {
+namespace {
+
+struct Case {
+  Shape shape{2, 7, 5};
+  int n = 8;
+  bool bias = false, softplus = false, gate = false, h0 = false;
+  std::vector<double> u, delta, A, Bm, Cm, Dv, delta_bias, z, h0v, dy;
+
+  void Fill(uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> normal;
+    std::uniform_real_distribution<double> uni(0.0, 1.0);
+    const size_t tok = static_cast<size_t>(shape.elements()), tn = static_cast<size_t>(shape.batch * shape.length * n);
+    const size_t D = static_cast<size_t>(shape.width), st = static_cast<size_t>(shape.batch * shape.width * n);
+    auto fill = [&](std::vector<double>& v, size_t size, auto gen) {
+      v.resize(size);
+      for (double& x : v) x = gen();
+    };
+    fill(u, tok, [&] { return normal(rng); });
+    // softplus takes any real; without it delta is a positive step size.
+    fill(delta, tok, [&] { return softplus ? normal(rng) : 0.05 + 0.5 * uni(rng); });
+    fill(A, D * n, [&] { return -(0.2 + 2.0 * uni(rng)); });
+    fill(Bm, tn, [&] { return normal(rng); });
+    fill(Cm, tn, [&] { return normal(rng); });
+    fill(Dv, D, [&] { return normal(rng); });
+    fill(dy, tok, [&] { return normal(rng); });
+    if (bias) fill(delta_bias, D, [&] { return 0.3 * normal(rng); });
+    if (gate) fill(z, tok, [&] { return normal(rng); });
+    if (h0) fill(h0v, st, [&] { return normal(rng); });
+  }
+  SsmRefInputs In() const {
+    SsmRefInputs in;
+    in.shape = shape;
+    in.state = n;
+    in.delta_softplus = softplus;
+    in.u = u;
+    in.delta = delta;
+    in.A = A;
+    in.Bm = Bm;
+    in.Cm = Cm;
+    in.Dv = Dv;
+    in.delta_bias = delta_bias;
+    in.z = z;
+    in.h0 = h0v;
+    return in;
+  }
+  double Loss() const {
+    const SsmForwardRef f = SelectiveScanForward(In());
+    double loss = 0;
+    for (size_t i = 0; i < f.y.size(); ++i) loss += f.y[i] * dy[i];
+    return loss;
+  }
+};
+
+// d Loss / d v[i] by central differences for every i, against `grad`.
+void CheckGradient(Case& c, std::vector<double>& v, const std::vector<double>& grad, const char* what) {
+  ASSERT_EQ(v.size(), grad.size()) << what;
+  double max_ref = 0;
+  for (double g : grad) max_ref = std::max(max_ref, std::abs(g));
+  ASSERT_GT(max_ref, 0) << what;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double keep = v[i], step = 1e-5 * std::max(1.0, std::abs(keep));
+    v[i] = keep + step;
+    const double up = c.Loss();
+    v[i] = keep - step;
+    const double down = c.Loss();
+    v[i] = keep;
+    const double fd = (up - down) / (2 * step);
+    EXPECT_NEAR(grad[i], fd, 1e-6 * std::max(1.0, max_ref)) << what << "[" << i << "]";
+  }
+}
+
+void CheckAll(bool bias, bool softplus, bool gate, bool h0, int n) {
+  Case c;
+  c.n = n;
+  c.bias = bias;
+  c.softplus = softplus;
+  c.gate = gate;
+  c.h0 = h0;
+  c.Fill(42 + n + 2 * bias + 4 * softplus + 8 * gate + 16 * h0);
+  const SsmBackwardRef g = SelectiveScanBackward(c.In(), c.dy);
+  CheckGradient(c, c.u, g.du, "du");
+  CheckGradient(c, c.delta, g.ddelta, "ddelta");
+  CheckGradient(c, c.A, g.dA, "dA");
+  CheckGradient(c, c.Bm, g.dBm, "dBm");
+  CheckGradient(c, c.Cm, g.dCm, "dCm");
+  CheckGradient(c, c.Dv, g.dDv, "dDv");
+  if (bias) {
+    CheckGradient(c, c.delta_bias, g.ddelta_bias, "ddelta_bias");
+  } else {
+    EXPECT_TRUE(g.ddelta_bias.empty());
+  }
+  if (gate) {
+    CheckGradient(c, c.z, g.dz, "dz");
+  } else {
+    EXPECT_TRUE(g.dz.empty());
+  }
+  if (h0) CheckGradient(c, c.h0v, g.dh0, "dh0");
+}
+
+TEST(SsmReference, GradientsMatchFiniteDifferencesPlain) { CheckAll(false, false, false, false, 8); }
+TEST(SsmReference, GradientsMatchFiniteDifferencesWithH0) { CheckAll(false, false, false, true, 8); }
+TEST(SsmReference, GradientsMatchFiniteDifferencesAllOptions) { CheckAll(true, true, true, true, 8); }
+TEST(SsmReference, GradientsMatchFiniteDifferencesBiasSoftplus) { CheckAll(true, true, false, false, 16); }
+TEST(SsmReference, GradientsMatchFiniteDifferencesGate) { CheckAll(false, false, true, true, 16); }
+
+// y and h_final against the unrolled sum h_t = sum_s (prod_{r=s+1..t} dA_r) x_s + (prod_{r<=t} dA_r) h0.
+TEST(SsmReference, ForwardMatchesBruteForce) {
+  Case c;
+  c.bias = c.softplus = c.gate = c.h0 = true;
+  c.Fill(7);
+  const SsmForwardRef f = SelectiveScanForward(c.In());
+  const int64_t B = c.shape.batch, L = c.shape.length, D = c.shape.width, N = c.n;
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t d = 0; d < D; ++d) {
+      auto dl = [&](int64_t t) { return SsmSoftplus(c.delta[(b * L + t) * D + d] + c.delta_bias[d]); };
+      for (int64_t t = 0; t < L; ++t) {
+        double y = c.Dv[d] * c.u[(b * L + t) * D + d];
+        for (int64_t n = 0; n < N; ++n) {
+          double decay_all = 1, h = 0;
+          for (int64_t r = 0; r <= t; ++r) decay_all *= std::exp(dl(r) * c.A[d * N + n]);
+          h = decay_all * c.h0v[(b * D + d) * N + n];
+          for (int64_t s = 0; s <= t; ++s) {
+            double decay = 1;
+            for (int64_t r = s + 1; r <= t; ++r) decay *= std::exp(dl(r) * c.A[d * N + n]);
+            h += decay * dl(s) * c.Bm[(b * L + s) * N + n] * c.u[(b * L + s) * D + d];
+          }
+          y += c.Cm[(b * L + t) * N + n] * h;
+          if (t == L - 1) EXPECT_NEAR(f.h_final[(b * D + d) * N + n], h, 1e-12);
+        }
+        const double z = c.z[(b * L + t) * D + d];
+        y *= z * SsmSigmoid(z);
+        EXPECT_NEAR(f.y[(b * L + t) * D + d], y, 1e-12 * std::max(1.0, std::abs(y)));
+      }
+    }
+  }
+}
+
+TEST(SsmReference, BitIdenticalForAnyThreadCount) {
+  Case c;
+  c.shape = {3, 40, 150};  // several channel blocks per batch
+  c.n = 16;
+  c.bias = c.softplus = c.gate = c.h0 = true;
+  c.Fill(9);
+  SsmForwardRef f1;
+  SsmBackwardRef g1;
+  {
+    ScopedHostThreads one(1);
+    f1 = SelectiveScanForward(c.In());
+    g1 = SelectiveScanBackward(c.In(), c.dy);
+  }
+  ScopedHostThreads many(7);
+  const SsmForwardRef f7 = SelectiveScanForward(c.In());
+  const SsmBackwardRef g7 = SelectiveScanBackward(c.In(), c.dy);
+  EXPECT_EQ(f1.y, f7.y);
+  EXPECT_EQ(f1.h_final, f7.h_final);
+  EXPECT_EQ(g1.du, g7.du);
+  EXPECT_EQ(g1.ddelta, g7.ddelta);
+  EXPECT_EQ(g1.dA, g7.dA);
+  EXPECT_EQ(g1.dBm, g7.dBm);
+  EXPECT_EQ(g1.dCm, g7.dCm);
+  EXPECT_EQ(g1.dDv, g7.dDv);
+  EXPECT_EQ(g1.ddelta_bias, g7.ddelta_bias);
+  EXPECT_EQ(g1.dz, g7.dz);
+  EXPECT_EQ(g1.dh0, g7.dh0);
+}
+
+}  // namespace
+}  // namespace scantune

@@ -1,0 +1,96 @@
+// Every enumerated selective_scan variant verified through the worker's
+// Verifier (poisoned outputs, guard bytes, float64 reference of y, h_final
+// and every gradient) at shapes that exercise the edges: L = 1, short odd
+// lengths, channel counts that are not multiples of the block's, lengths
+// that are not multiples of the chunk, the checkpoint interval or the
+// segment, one and many segments; fwd_bwd and bwd modes, with and without
+// h0; N 8 / 16 / 32 / 64; fp32 / bf16 (fp16 at N = 16); delta_bias +
+// delta_softplus + z gate off and on. Label: gpu.
+#include <cstdio>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "tests/worker/gpu_test_support.h"
+#include "worker/verifier.h"
+
+namespace scantune {
+namespace {
+
+struct Checked {
+  int verified = 0;
+  int pruned = 0;
+  int failed = 0;
+};
+
+struct Config {
+  DType dtype;
+  int n;
+  bool options;
+};
+
+TEST(SsmGpuTest, EveryVariantIsLegal) {
+  SCANTUNE_REQUIRE_GPU(gpu);
+  const NvrtcCompiler compiler;
+  const std::vector<Variant> variants = EnumerateVariants(Op::kSelectiveScan, /*include_test_variants=*/false);
+  ASSERT_FALSE(variants.empty());
+  const std::vector<Config> configs = {
+      {DType::kF32, 16, false}, {DType::kF32, 16, true}, {DType::kBF16, 16, false}, {DType::kBF16, 16, true},
+      {DType::kF32, 8, true},   {DType::kBF16, 8, false}, {DType::kF32, 32, false}, {DType::kBF16, 32, true},
+      {DType::kF32, 64, true},  {DType::kBF16, 64, false}, {DType::kF16, 16, true},
+  };
+  const std::vector<Shape> shapes = {{1, 1, 1}, {2, 7, 33}, {3, 300, 100}, {2, 1000, 70}, {1, 2100, 64}};
+  std::map<std::string, Checked> summary;
+  for (const Config& config : configs) {
+    SsmOptions ssm;
+    ssm.state = config.n;
+    ssm.delta_bias = ssm.delta_softplus = ssm.z_gate = config.options;
+    std::vector<CompileRequest> requests;
+    for (const Variant& v : variants) {
+      CompileRequest r;
+      r.variant = v;
+      r.op = Op::kSelectiveScan;
+      r.dtype = config.dtype;
+      r.ssm = ssm;
+      r.cc_major = gpu->limits.cc_major;
+      r.cc_minor = gpu->limits.cc_minor;
+      requests.push_back(r);
+    }
+    const std::vector<StatusOr<CompileResult>> compiled = CompileAll(compiler, requests, 16);
+    std::vector<Problem> problems;
+    for (const Shape& shape : shapes) {
+      for (bool h0 : {false, true}) problems.push_back({Op::kSelectiveScan, shape, config.dtype, Mode::kFwdBwd, h0, ssm});
+    }
+    problems.push_back({Op::kSelectiveScan, {2, 7, 33}, config.dtype, Mode::kBwd, true, ssm});
+    problems.push_back({Op::kSelectiveScan, {3, 300, 100}, config.dtype, Mode::kFwd, false, ssm});
+    for (const Problem& problem : problems) {
+      Checked& counts = summary[problem.Key()];
+      Verifier verifier(*gpu->ctx, problem, /*seed=*/1234, {});
+      for (size_t i = 0; i < variants.size(); ++i) {
+        const Variant& variant = variants[i];
+        SCOPED_TRACE(variant.Name() + " on " + problem.Key());
+        if (!CanImplement(variant, problem, gpu->limits).ok()) {
+          ++counts.pruned;
+          continue;
+        }
+        ASSERT_TRUE(compiled[i].ok()) << compiled[i].status().ToString();
+        ASSERT_EQ(compiled[i]->state, v1::OK) << compiled[i]->log;
+        auto candidate = MakeCandidate(variant, problem, gpu->limits, *compiled[i]);
+        ASSERT_TRUE(candidate.ok()) << candidate.status().ToString();
+        auto outcome = verifier.Verify(*candidate);
+        ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+        ASSERT_FALSE(outcome->context_lost) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
+        ++counts.verified;
+        if (!outcome->ok()) ++counts.failed;
+        EXPECT_EQ(outcome->state, v1::OK) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
+        EXPECT_LE(outcome->rel_err, Tolerance(config.dtype));
+      }
+    }
+  }
+  for (const auto& [key, c] : summary) {
+    std::printf("%-56s verified %3d  pruned %3d  failed %3d\n", key.c_str(), c.verified, c.pruned, c.failed);
+  }
+}
+
+}  // namespace
+}  // namespace scantune
