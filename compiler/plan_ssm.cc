@@ -30,7 +30,7 @@ struct FusedKnobs {
   int dim_block, state_split, chunk, segment;  // segment 0: kFused
 };
 constexpr FusedKnobs kFusedVariants[] = {
-    {32, 4, 8, 0},  {64, 4, 8, 0},    {32, 8, 8, 0},    {16, 8, 8, 0},    {32, 16, 16, 0},
+    {32, 4, 8, 0},  {64, 4, 8, 0},    {32, 8, 8, 0},    {16, 8, 8, 0},    {16, 16, 16, 0},
     {32, 4, 8, 256}, {32, 4, 8, 1024}, {32, 8, 8, 512}, {64, 4, 8, 512}, {16, 16, 16, 256}};
 
 // Estimated fp32 registers a backward thread keeps live (recomputed states
