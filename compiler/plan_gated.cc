@@ -1,29 +1,321 @@
-// Plans of rglru, samu. STUB: replaced by the operator's real planner.
+// Plans of rglru and samu (kernels in kernels_src/gated_scan.cuh). Two
+// families, the same variant names for both operators (the variants table
+// is keyed by (op, name)):
+//   sequential_v{vec}_t{threads}_p{steps loaded at a time}
+//   lookbacksmem_v{vec}_t{threads}_c{strip}_i{tile}
+// Workspace offsets come from kernels_src/gated_layout.h (shared with the
+// kernels); shared-memory sizes mirror SmemPlan in gated_scan.cuh.
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <utility>
+
 #include "compiler/op_planner.h"
+#include "kernels_src/gated_layout.h"
+#include "kernels_src/rglru_params.h"
+#include "kernels_src/samu_params.h"
 
 namespace scantune {
 namespace {
 
-class Stub final : public OpPlanner {
+// {vec, threads, prefetch}. Sequential has only B x W / vec threads: it is the
+// baseline, and the winner only where B x W is large and L short.
+struct SeqKnobs {
+  int vec, threads, prefetch;
+};
+constexpr SeqKnobs kSequential[] = {{4, 64, 4}, {8, 64, 4}, {4, 128, 8}, {2, 64, 8}};
+
+// {vec, threads, strip, tile}: tiles of 64..256 steps x 64..128 channels
+// (bench/NOTES.md: fixed per-tile costs dominate, so tiles are large, and
+// shared memory limits the blocks per SM: rglru fwd stages 3 inputs plus an
+// fp32 (a, b) pair per element, bwd 5 inputs). CanImplement drops those that
+// do not fit for the dtype and mode.
+struct LookbackKnobs {
+  int vec, threads, strip, tile;
+};
+constexpr LookbackKnobs kLookback[] = {{4, 128, 64, 64},  {4, 128, 64, 128},  {4, 256, 64, 128},
+                                       {4, 256, 64, 256}, {4, 256, 128, 64},  {4, 256, 128, 128},
+                                       {8, 128, 128, 128}, {2, 128, 64, 128}};
+
+constexpr int64_t kMaxGridX = INT_MAX;
+constexpr int64_t kMaxGridY = 65535;
+constexpr int64_t kMaxTickets = INT_MAX / 2;  // the ticket counter is 32-bit
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+const char* TypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "float";
+    case DType::kBF16: return "__nv_bfloat16";
+    case DType::kF16: return "__half";
+  }
+  return "float";
+}
+
+std::string Instance(const std::string& kernel, DType dtype, std::initializer_list<int> knobs) {
+  std::string name = kernel + "<" + TypeName(dtype);
+  for (int knob : knobs) name += ", " + std::to_string(knob);
+  return name + ">";
+}
+
+bool HasFwd(Mode mode) { return mode == Mode::kFwd || mode == Mode::kFwdBwd; }
+bool HasBwd(Mode mode) { return mode == Mode::kBwd || mode == Mode::kFwdBwd; }
+bool IsSamu(Op op) { return op == Op::kSamu; }
+const char* Prefix(Op op) { return IsSamu(op) ? "samu" : "rglru"; }
+
+// Channels per unit of the workspace's per-token sums and look-back slots.
+int Unit(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 32 * v.vec : v.strip; }
+int TileOf(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 0 : v.tile; }
+
+gated::Layout LayoutFor(const Variant& v, const Problem& p) {
+  return gated::MakeLayout(p.shape.batch, p.shape.length, p.shape.width, Unit(v), TileOf(v),
+                           IsSamu(p.op) ? gated::kSamuParams : gated::kRgLruParams, IsSamu(p.op));
+}
+
+// Dynamic shared memory of a look-back kernel; mirrors SmemPlan.
+int64_t SmemBytes(const Variant& v, DType dtype, int staged_inputs, bool ab) {
+  const int64_t segs = v.threads / (v.strip / v.vec);
+  const int64_t staged = (int64_t{staged_inputs} * v.tile * v.strip * ElementBytes(dtype) + 15) / 16 * 16;
+  const int64_t ab_bytes = ab ? int64_t{v.tile} * v.strip * 8 : 0;
+  return staged + ab_bytes + (2 * segs * v.strip + v.strip) * 4 + 16;
+}
+// rglru fwd: ga, gx, x + (a, b); bwd: ga, dh, gx, x, h. samu fwd: x; bwd: dy, x, h.
+int64_t FwdSmem(const Variant& v, Op op, DType dtype) {
+  return IsSamu(op) ? SmemBytes(v, dtype, 1, false) : SmemBytes(v, dtype, 3, true);
+}
+int64_t BwdSmem(const Variant& v, Op op, DType dtype) {
+  return IsSamu(op) ? SmemBytes(v, dtype, 3, false) : SmemBytes(v, dtype, 5, false);
+}
+
+Status CheckGrid(int64_t blocks, int64_t limit, const char* what) {
+  if (blocks > limit) {
+    return ResourceExhausted(std::string(what) + " needs " + std::to_string(blocks) + " blocks, over the limit of " +
+                             std::to_string(limit));
+  }
+  return Status::Ok();
+}
+
+class GatedPlannerImpl final : public OpPlanner {
  public:
   const char* MainHeader(Op) const override { return "gated_scan.cuh"; }
-  std::vector<Variant> EnumerateVariants(Op) const override { return {}; }
-  Status CanImplement(const Variant&, const Problem& problem, const DeviceLimits&) const override {
-    return Unimplemented(std::string("operator ") + OpName(problem.op) + " has no kernels yet");
+
+  std::vector<Variant> EnumerateVariants(Op) const override {
+    std::vector<Variant> variants;
+    for (const SeqKnobs& k : kSequential) {
+      Variant v;
+      v.algorithm = Algorithm::kSequential;
+      v.vec = k.vec;
+      v.threads = k.threads;
+      v.prefetch = k.prefetch;
+      variants.push_back(v);
+    }
+    for (const LookbackKnobs& k : kLookback) {
+      Variant v;
+      v.algorithm = Algorithm::kLookbackSmem;
+      v.vec = k.vec;
+      v.threads = k.threads;
+      v.strip = k.strip;
+      v.tile = k.tile;
+      variants.push_back(v);
+    }
+    return variants;
   }
-  StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& p, const DeviceLimits& d) const override {
-    RETURN_IF_ERROR(CanImplement(v, p, d));
-    return LaunchPlan{};
+
+  Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
+    if (problem.op != Op::kRgLru && problem.op != Op::kSamu) {
+      return InvalidArgument(std::string("the gated planner has no kernels for ") + OpName(problem.op));
+    }
+    const Shape& s = problem.shape;
+    if (s.batch < 1 || s.length < 1 || s.width < 1) {
+      return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
+    }
+    if (v.algorithm != Algorithm::kSequential && v.algorithm != Algorithm::kLookbackSmem) {
+      return InvalidArgument(std::string("algorithm ") + AlgorithmName(v.algorithm) + " has no " +
+                             OpName(problem.op) + " kernels (sequential, lookbacksmem)");
+    }
+    if (v.vec != 2 && v.vec != 4 && v.vec != 8) {
+      return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8}");
+    }
+    if (v.threads < 32 || v.threads % 32 != 0) {
+      return InvalidArgument("threads " + std::to_string(v.threads) + " is not a positive multiple of 32");
+    }
+    if (v.threads > device.max_threads_per_block) {
+      return ResourceExhausted("threads " + std::to_string(v.threads) + " exceed the device's " +
+                               std::to_string(device.max_threads_per_block) + " per block");
+    }
+    const int64_t tokens = s.batch * s.length;
+    RETURN_IF_ERROR(CheckGrid(CeilDiv(tokens, gated::kFixupTokensPerBlock), kMaxGridX, "controller / fix-up"));
+    if (v.algorithm == Algorithm::kSequential) {
+      if (v.prefetch < 1 || v.prefetch > 16) {
+        return InvalidArgument("prefetch " + std::to_string(v.prefetch) + " not in [1, 16]");
+      }
+      RETURN_IF_ERROR(CheckGrid(CeilDiv(CeilDiv(s.width, v.vec), v.threads), kMaxGridX, "sequential grid.x"));
+      return CheckGrid(s.batch, kMaxGridY, "sequential grid.y (batch)");
+    }
+    if (v.strip < 8 || v.strip > 1024 || v.strip % 8 != 0) {
+      return InvalidArgument("strip " + std::to_string(v.strip) + " is not a multiple of 8 in [8, 1024]");
+    }
+    const int lanes = v.strip / v.vec;
+    if (v.threads % lanes != 0) {
+      return InvalidArgument("strip / vec = " + std::to_string(lanes) + " lanes must divide threads " +
+                             std::to_string(v.threads));
+    }
+    if (lanes < 32 ? 32 % lanes != 0 : lanes % 32 != 0) {
+      return InvalidArgument("strip / vec = " + std::to_string(lanes) + " lanes must divide 32 or be whole warps");
+    }
+    if (IsSamu(problem.op) && lanes > 32) {
+      return InvalidArgument("samu's per-token sums reduce over one warp: strip / vec = " + std::to_string(lanes) +
+                             " lanes must be at most 32");
+    }
+    const int segments = v.threads / lanes;
+    if (v.tile < 1 || v.tile > 4096 || v.tile % segments != 0) {
+      return InvalidArgument("tile " + std::to_string(v.tile) + " must be in [1, 4096] and a multiple of the " +
+                             std::to_string(segments) + " segments");
+    }
+    const int64_t shared = std::max(HasFwd(problem.mode) ? FwdSmem(v, problem.op, problem.dtype) : 0,
+                                    HasBwd(problem.mode) ? BwdSmem(v, problem.op, problem.dtype) : 0);
+    if (shared > device.max_shared_per_block) {
+      return ResourceExhausted("shared memory " + std::to_string(shared) + " bytes exceeds " +
+                               std::to_string(device.max_shared_per_block));
+    }
+    const gated::Layout lay = LayoutFor(v, problem);
+    if (lay.seqs * lay.tiles > kMaxTickets) {
+      return ResourceExhausted("lookbacksmem needs " + std::to_string(lay.seqs * lay.tiles) + " tiles, over 2^30");
+    }
+    return Status::Ok();
   }
-  std::vector<std::string> NameExpressions(const Variant&, Op, DType, const SsmOptions&) const override { return {}; }
-  std::vector<v1::ParamField> ParamLayout(Op) const override { return {}; }
-  uint32_t ParamSize(Op) const override { return 0; }
+
+  std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, const SsmOptions&) const override {
+    const std::string pre = Prefix(op);
+    std::vector<std::string> names;
+    if (IsSamu(op)) names.push_back(Instance("samu_fwd_control", dtype, {v.vec}));
+    if (v.algorithm == Algorithm::kSequential) {
+      names.push_back(Instance(pre + "_fwd_sequential", dtype, {v.vec, v.threads, v.prefetch}));
+      names.push_back(Instance(pre + "_bwd_sequential", dtype, {v.vec, v.threads, v.prefetch}));
+    } else {
+      names.push_back(Instance(pre + "_fwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile}));
+      names.push_back(Instance(pre + "_bwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile}));
+    }
+    if (IsSamu(op)) names.push_back(Instance("samu_bwd_fixup", dtype, {v.vec, Unit(v), TileOf(v)}));
+    names.push_back(Instance(pre + "_bwd_finalize", dtype, {Unit(v), TileOf(v)}));
+    return names;
+  }
+
+  StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
+    RETURN_IF_ERROR(CanImplement(v, problem, device));
+    const Shape& s = problem.shape;
+    const bool samu = IsSamu(problem.op);
+    const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, {});
+    // Index of each kernel in `names`.
+    const size_t control = 0;
+    const size_t fwd_scan = samu ? 1 : 0;
+    const size_t bwd_scan = fwd_scan + 1;
+    const size_t fixup = bwd_scan + 1;                  // samu only
+    const size_t finalize = samu ? fixup + 1 : bwd_scan + 1;
+    LaunchPlan plan;
+    auto add = [&](size_t index, const char* phase, int64_t grid_x, int64_t grid_y, int threads, int64_t shared) {
+      Launch launch;
+      launch.name_expression = names[index];
+      launch.phase = phase;
+      launch.grid = {static_cast<uint32_t>(grid_x), static_cast<uint32_t>(grid_y), 1};
+      launch.block = {static_cast<uint32_t>(threads), 1, 1};
+      launch.shared_bytes = static_cast<uint32_t>(shared);
+      plan.launches.push_back(std::move(launch));
+    };
+    const gated::Layout lay = LayoutFor(v, problem);
+    const int64_t token_blocks = CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock);
+    const int64_t finalize_blocks = CeilDiv(s.width, 32) + (samu ? 1 : 0);
+    const bool sequential = v.algorithm == Algorithm::kSequential;
+    const int64_t scan_x = sequential ? CeilDiv(CeilDiv(s.width, v.vec), v.threads) : lay.seqs * lay.tiles;
+    const int64_t scan_y = sequential ? s.batch : 1;
+    if (HasFwd(problem.mode)) {
+      if (samu) add(control, "fwd", token_blocks, 1, gated::kFixupThreads, 0);
+      add(fwd_scan, "fwd", scan_x, scan_y, v.threads, sequential ? 0 : FwdSmem(v, problem.op, problem.dtype));
+    }
+    if (HasBwd(problem.mode)) {
+      add(bwd_scan, "bwd", scan_x, scan_y, v.threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype));
+      if (samu) add(fixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
+      add(finalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
+    }
+    plan.workspace_bytes = static_cast<uint64_t>(lay.total_bytes);
+    plan.workspace_zero_bytes = static_cast<uint64_t>(lay.zero_bytes);
+    return plan;
+  }
+
+  std::vector<v1::ParamField> ParamLayout(Op op) const override {
+    std::vector<v1::ParamField> fields;
+    auto field = [&](const char* name, size_t offset, size_t size, const char* type, const char* meaning) {
+      v1::ParamField f;
+      f.set_name(name);
+      f.set_offset_bytes(static_cast<uint32_t>(offset));
+      f.set_size_bytes(static_cast<uint32_t>(size));
+      f.set_type(type);
+      f.set_meaning(meaning);
+      fields.push_back(std::move(f));
+    };
+    if (op == Op::kRgLru) {
+#define SCANTUNE_FIELD(member, type, meaning) \
+  field(#member, offsetof(RgLruParams, member), sizeof(RgLruParams::member), type, meaning)
+      SCANTUNE_FIELD(x, "ptr", "input x (B, L, W), dtype");
+      SCANTUNE_FIELD(ga, "ptr", "recurrence-gate pre-activation (B, L, W), dtype; r = sigmoid(ga)");
+      SCANTUNE_FIELD(gx, "ptr", "input-gate pre-activation (B, L, W), dtype; i = sigmoid(gx)");
+      SCANTUNE_FIELD(lambda, "ptr", "Lambda (W), fp32; log a = -8 softplus(Lambda) r");
+      SCANTUNE_FIELD(h, "ptr", "h (B, L, W), dtype: output of fwd, input of bwd");
+      SCANTUNE_FIELD(h0, "ptr", "initial state (B, W), fp32; null: zero");
+      SCANTUNE_FIELD(h_final, "ptr", "final state h_{L-1} (B, W), fp32, fwd output; null: not written");
+      SCANTUNE_FIELD(dh, "ptr", "gradient of h (B, L, W), dtype, bwd input");
+      SCANTUNE_FIELD(dx, "ptr", "gradient of x (B, L, W), dtype, bwd output");
+      SCANTUNE_FIELD(dga, "ptr", "gradient of ga (B, L, W), dtype, bwd output");
+      SCANTUNE_FIELD(dgx, "ptr", "gradient of gx (B, L, W), dtype, bwd output");
+      SCANTUNE_FIELD(dlambda, "ptr", "gradient of Lambda (W), fp32, bwd output (summed over B and L)");
+      SCANTUNE_FIELD(dh0, "ptr", "gradient of h0 (B, W), fp32, bwd output; null: not written");
+      SCANTUNE_FIELD(workspace, "ptr",
+                     "workspace_bytes of scratch; first workspace_zero_bytes zeroed before each phase");
+      SCANTUNE_FIELD(batch, "i64", "B");
+      SCANTUNE_FIELD(length, "i64", "L (timesteps)");
+      SCANTUNE_FIELD(width, "i64", "W (channels)");
+#undef SCANTUNE_FIELD
+    } else if (op == Op::kSamu) {
+#define SCANTUNE_FIELD(member, type, meaning) \
+  field(#member, offsetof(SamuParams, member), sizeof(SamuParams::member), type, meaning)
+      SCANTUNE_FIELD(x, "ptr", "input x (B, L, W), dtype");
+      SCANTUNE_FIELD(lambda, "ptr", "lambda (W), fp32; a = exp(-8 softplus(lambda) r_t)");
+      SCANTUNE_FIELD(beta, "ptr", "beta (W), fp32: input scale");
+      SCANTUNE_FIELD(gamma, "ptr", "gamma (W), fp32: output scale, y = gamma h");
+      SCANTUNE_FIELD(controller, "ptr", "controller [4] fp32: w_r, b_r, w_i, b_i");
+      SCANTUNE_FIELD(y, "ptr", "output y (B, L, W), dtype, fwd output");
+      SCANTUNE_FIELD(h, "ptr", "state h (B, L, W), dtype: written by fwd, read by bwd");
+      SCANTUNE_FIELD(ctrl, "ptr", "control values (B, L, 2) fp32: (r_t, i_t), written by fwd, read by bwd");
+      SCANTUNE_FIELD(h0, "ptr", "initial state (B, W), fp32; null: zero");
+      SCANTUNE_FIELD(h_final, "ptr", "final state h_{L-1} (B, W), fp32, fwd output; null: not written");
+      SCANTUNE_FIELD(dy, "ptr", "gradient of y (B, L, W), dtype, bwd input");
+      SCANTUNE_FIELD(dx, "ptr", "gradient of x (B, L, W), dtype, bwd output (includes the path through m_t)");
+      SCANTUNE_FIELD(dlambda, "ptr", "gradient of lambda (W), fp32, bwd output");
+      SCANTUNE_FIELD(dbeta, "ptr", "gradient of beta (W), fp32, bwd output");
+      SCANTUNE_FIELD(dgamma, "ptr", "gradient of gamma (W), fp32, bwd output");
+      SCANTUNE_FIELD(dcontroller, "ptr", "gradient of the controller [4] fp32, bwd output");
+      SCANTUNE_FIELD(dh0, "ptr", "gradient of h0 (B, W), fp32, bwd output; null: not written");
+      SCANTUNE_FIELD(workspace, "ptr",
+                     "workspace_bytes of scratch; first workspace_zero_bytes zeroed before each phase");
+      SCANTUNE_FIELD(batch, "i64", "B");
+      SCANTUNE_FIELD(length, "i64", "L (timesteps)");
+      SCANTUNE_FIELD(width, "i64", "W (channels)");
+#undef SCANTUNE_FIELD
+    }
+    return fields;
+  }
+
+  uint32_t ParamSize(Op op) const override {
+    if (op == Op::kRgLru) return sizeof(RgLruParams);
+    if (op == Op::kSamu) return sizeof(SamuParams);
+    return 0;
+  }
 };
 
 }  // namespace
 
 const OpPlanner& GatedPlanner() {
-  static const Stub planner;
+  static const GatedPlannerImpl planner;
   return planner;
 }
 

@@ -1,0 +1,76 @@
+// Workspace layout of the gated-scan kernels (rglru, samu), shared by the
+// kernels (NVRTC) and the planner (compiler/plan_gated.cc), so that the
+// offsets the kernels use and the sizes the plan allocates are one formula.
+// Plain C++ only.
+//
+// Sections, each starting on a 256-byte boundary:
+//   [0, zero_bytes)  look-back only: ticket counter (256 B), then one 32-bit
+//                    flag per tile; zeroed before each phase (the plan's
+//                    workspace_zero_bytes)
+//   agg              look-back only: float2 (A, H) per tile and channel of its strip
+//   incl             look-back only: float inclusive state per tile and channel
+//   param            bwd: per-part partial sums of the parameter gradients,
+//                    [parts][nparam][W] fp32; parts = B (sequential) or
+//                    B x tiles (look-back). Every slot written, none zeroed.
+//   token            samu bwd: per token and channel unit, 3 fp32 partial sums
+//                    over the unit's channels: sum G, sum g s beta x, sum x
+//                    [tokens][units][3]; a unit is a strip (look-back) or a
+//                    warp's 32 x VEC channels (sequential).
+//   ctrl             samu bwd: [fix_blocks][4] partial sums of the controller
+//                    gradients, one row per block of the fix-up kernel.
+#pragma once
+
+#ifdef __CUDACC__
+#define GATED_HD __host__ __device__ __forceinline__
+#else
+#define GATED_HD inline
+#endif
+
+namespace gated {
+
+// Tokens per block of samu's fix-up kernel (one warp per token).
+constexpr int kFixupThreads = 256;
+constexpr int kFixupTokensPerBlock = kFixupThreads / 32;
+// Threads of the finalize kernel (32 channels per block, THREADS / 32 slices over parts).
+constexpr int kFinalizeThreads = 1024;
+// Number of per-channel parameters with gradients: rglru Lambda; samu lambda, beta, gamma.
+constexpr int kRgLruParams = 1;
+constexpr int kSamuParams = 3;
+constexpr int kSamuTokenSums = 3;
+
+struct Layout {
+  long long tiles;       // time tiles (1 for sequential)
+  long long strips;      // channel units per row
+  long long seqs;        // B x strips (look-back sequences)
+  long long parts;       // rows of the parameter partials
+  long long fix_blocks;  // blocks of samu's fix-up kernel
+  long long zero_bytes;
+  long long agg_offset, incl_offset, param_offset, token_offset, ctrl_offset, total_bytes;
+};
+
+GATED_HD long long RoundUp256(long long v) { return (v + 255) / 256 * 256; }
+
+// unit: channels per strip (look-back) or per warp (sequential: 32 x VEC);
+// tile: timesteps per tile, 0 for the sequential family; nparam: 1 or 3;
+// samu: token and controller sections present.
+GATED_HD Layout MakeLayout(long long batch, long long length, long long width, int unit, int tile, int nparam,
+                           bool samu) {
+  Layout g;
+  g.tiles = tile > 0 ? (length + tile - 1) / tile : 1;
+  g.strips = (width + unit - 1) / unit;
+  g.seqs = batch * g.strips;
+  g.parts = tile > 0 ? batch * g.tiles : batch;
+  const long long tokens = batch * length;
+  g.fix_blocks = samu ? (tokens + kFixupTokensPerBlock - 1) / kFixupTokensPerBlock : 0;
+  g.zero_bytes = tile > 0 ? RoundUp256(256 + 4 * g.seqs * g.tiles) : 0;
+  const long long slots = tile > 0 ? g.seqs * g.tiles * unit : 0;
+  g.agg_offset = g.zero_bytes;
+  g.incl_offset = g.agg_offset + RoundUp256(slots * 8);
+  g.param_offset = g.incl_offset + RoundUp256(slots * 4);
+  g.token_offset = g.param_offset + RoundUp256(g.parts * nparam * width * 4);
+  g.ctrl_offset = g.token_offset + (samu ? RoundUp256(tokens * g.strips * kSamuTokenSums * 4) : 0);
+  g.total_bytes = g.ctrl_offset + (samu ? RoundUp256(g.fix_blocks * 4 * 4) : 0);
+  return g;
+}
+
+}  // namespace gated

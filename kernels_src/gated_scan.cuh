@@ -1,0 +1,437 @@
+// rglru and samu kernels (DESIGN.md "Operators"), instantiated by NVRTC name
+// expressions. Layout is token-major (B, L, W): element (b, t, c) sits at
+// (b*L + t)*W + c. T is float, __nv_bfloat16 or __half; the carry is fp32.
+//
+// Both operators are the linear recurrence h_t = a_t h_{t-1} + b_t per
+// channel, with a_t and b_t computed on chip from the inputs (never stored
+// in device memory):
+//   rglru  a = exp(la), la = -8 softplus(lambda_c) sigmoid(ga), b = sqrt(1 - a^2) sigmoid(gx) x
+//   samu   a = exp(la), la = -8 softplus(lambda_c) r_t,         b = sqrt(1 - a^2) i_t beta_c x
+// samu's (r_t, i_t) come from the controller kernel (one warp per token:
+// m_t = mean_c x, written to p.ctrl), so samu never holds a (B, L, W) gate.
+// sqrt(1 - a^2) = sqrt(-expm1(2 la)) (stable near a = 1) and the backward
+// carries dL/dla * la, whose factor la / sqrt(1 - a^2) stays bounded
+// (worker/reference_gated.h explains both).
+//
+// Backward: the reverse scan u_t = a_t (u_{t+1} + d_t), g_t = d_t + u_{t+1},
+// dh0 = u_0, with d = dh (rglru) or gamma dy (samu): the same affine maps
+// s -> A s + H as linear_scan's backward. Parameter gradients are full
+// reductions over (B, L): every block writes its partial sums once to the
+// workspace (no atomics, no zeroing) and the finalize kernel sums them in a
+// fixed order. samu's dx also needs, per token, dm_t / W with dm_t from sums
+// over all W channels: the scan writes per-(token, channel unit) partial
+// sums, and the fix-up kernel (one warp per token) reduces them, adds dm_t/W
+// to the token's dx row and writes the controller's partial gradients.
+//
+// Families (their plans are in compiler/plan_gated.cc; workspace offsets in
+// gated_layout.h, shared with the plans):
+//   sequential  one thread per (b, VEC channels) walks all of t, loading P
+//               steps at a time. grid (ceil(ceil(W/VEC)/THREADS), B).
+//   lookback    single pass per phase: a block owns (b, STRIP channels, TILE
+//               steps), stages its inputs in shared memory by cp.async, each
+//               thread composes TILE/segments steps, segments combine, the
+//               last segment publishes and looks back over earlier tiles
+//               (decoupled look-back, flags in the zeroed workspace prefix,
+//               tickets from an atomic counter, time-slowest), then every
+//               thread rescans and stores. grid = B x strips x tiles.
+//               rglru's forward keeps the (a, b) it computed in the local
+//               pass in shared memory (fp32) for the rescan, so its
+//               transcendentals run once per element.
+#pragma once
+
+#include "gated_layout.h"
+#include "rglru_params.h"
+#include "samu_params.h"
+#include "scan_common.cuh"
+
+namespace gated {
+
+using scan::Lanes;
+using scan::LoadPack;
+using scan::LoadState;
+using scan::MakeLanes;
+using scan::Pack;
+using scan::StorePack;
+using scan::StoreState;
+
+constexpr unsigned kFlagAggregate = 1;
+constexpr unsigned kFlagInclusive = 2;
+constexpr float kC = 8.0f;
+
+template <int N>
+__device__ __forceinline__ void Fill(float (&v)[N], float value) {
+#pragma unroll
+  for (int j = 0; j < N; ++j) v[j] = value;
+}
+
+// ---- math ------------------------------------------------------------------
+
+// sigmoid(z) and 1 - sigmoid(z), without cancellation; z is clamped to
+// [-80, 80], where both are exact in fp32 and exp never overflows.
+struct Sig {
+  float s, c;
+};
+__device__ __forceinline__ Sig Sigmoid2(float z) {
+  z = fminf(fmaxf(z, -80.0f), 80.0f);
+  const float e = __expf(-z);
+  const float s = __fdividef(1.0f, 1.0f + e);
+  return {s, e * s};
+}
+__device__ __forceinline__ float Sigmoid(float z) {
+  z = fminf(fmaxf(z, -80.0f), 80.0f);
+  return __fdividef(1.0f, 1.0f + __expf(-z));
+}
+// Accurate forms for per-channel and per-token values (cheap there).
+__device__ __forceinline__ float SoftplusAccurate(float p) {
+  return p > 0.0f ? p + log1pf(expf(-p)) : log1pf(expf(p));
+}
+__device__ __forceinline__ float SigmoidAccurate(float z) {
+  if (z >= 0.0f) return 1.0f / (1.0f + expf(-z));
+  const float e = expf(z);
+  return e / (1.0f + e);
+}
+// dla/dp / la for the decay parameter p: sigmoid(p) / softplus(p) (-> 1 where softplus underflows).
+__device__ __forceinline__ float DecayRatio(float p) {
+  const float sp = SoftplusAccurate(p);
+  return sp > 0.0f ? SigmoidAccurate(p) / sp : 1.0f;
+}
+
+// exp for the decay a = exp(la). fp32 inputs need the accurate expf: an
+// error d in a grows to about d / sqrt(1 - a^2) in h (20-50 x near a = 1),
+// which the 1e-5 fp32 tolerance cannot absorb from __expf's ~2e-7; the
+// 16-bit dtypes' tolerances can, and take the one-instruction form.
+template <typename T>
+__device__ __forceinline__ float ExpDecay(float la) {
+  if constexpr (sizeof(T) == 4) {
+    return expf(la);
+  } else {
+    return __expf(la);
+  }
+}
+
+// a = exp(la), s = sqrt(1 - a^2) = sqrt(-expm1(2 la)), q = la / s (0 where s = 0).
+struct Gate {
+  float a, s, q;
+};
+template <typename T>
+__device__ __forceinline__ Gate MakeGate(float la) {
+  Gate g;
+  g.a = ExpDecay<T>(la);
+  const float x = 2.0f * la;
+  // -expm1(x) on [-0.5, 0] by its Taylor series (relative error < 1e-8);
+  // below -0.5, 1 - a^2 >= 0.39 has no cancellation.
+  float t = fmaf(x, 1.0f / 40320.0f, 1.0f / 5040.0f);
+  t = fmaf(x, t, 1.0f / 720.0f);
+  t = fmaf(x, t, 1.0f / 120.0f);
+  t = fmaf(x, t, 1.0f / 24.0f);
+  t = fmaf(x, t, 1.0f / 6.0f);
+  t = fmaf(x, t, 0.5f);
+  t = fmaf(x, t, 1.0f);
+  const float om = x > -0.5f ? -x * t : fmaf(-g.a, g.a, 1.0f);
+  const float rs = rsqrtf(om);
+  g.s = om > 0.0f ? om * rs : 0.0f;
+  g.q = om > 0.0f ? la * rs : 0.0f;
+  return g;
+}
+
+// Per-channel fp32 parameters of this thread's VEC channels (0 past W).
+template <int VEC>
+__device__ __forceinline__ void LoadChannels(float (&v)[VEC], const float* __restrict__ src, const Lanes& l) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) v[j] = j < l.nvalid ? __ldg(src + l.c0 + j) : 0.0f;
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ bool PackAligned(const void* ptr) {
+  return ptr == nullptr || (reinterpret_cast<unsigned long long>(ptr) % (VEC * sizeof(T))) == 0;
+}
+
+// ---- cp.async ----------------------------------------------------------------
+
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile(
+      "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %1;\n\tcp.async.cg.shared.global [%0], [g], 16;\n\t}" ::"r"(s),
+      "l"(gmem)
+      : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+// Copies rows [0, TILE) of one (B, L, W) input into dst[TILE][STRIP]: row r
+// is source time base + r - shift. Rows outside [0, L) and channels past W
+// are staged as 0 (the kernels treat out-of-range steps as the identity
+// themselves). `aligned`: W is a multiple of a 16-byte chunk and the base
+// pointer is 16-byte aligned, so whole chunks may move by cp.async.
+template <typename T, int THREADS, int STRIP, int TILE>
+__device__ __forceinline__ void StageRows(T* dst, const T* __restrict__ src, long long L, long long W, long long b,
+                                          long long c_strip, long long base, int shift, bool aligned) {
+  constexpr int kE = 16 / int(sizeof(T));
+  constexpr int kPerRow = STRIP / kE;
+  constexpr int kChunks = TILE * kPerRow;
+  const long long t0 = base - shift;
+  if (aligned && t0 >= 0 && t0 + TILE <= L && c_strip + STRIP <= W) {
+    const T* g = src + (b * L + t0) * W + c_strip;
+#pragma unroll 4
+    for (int q = threadIdx.x; q < kChunks; q += THREADS) {
+      const int r = q / kPerRow, cc = (q % kPerRow) * kE;
+      CpAsync16(dst + r * STRIP + cc, g + r * W + cc);
+    }
+    return;
+  }
+  for (int q = threadIdx.x; q < kChunks; q += THREADS) {
+    const int r = q / kPerRow, cc = (q % kPerRow) * kE;
+    const long long t = t0 + r;
+    const long long c = c_strip + cc;
+    T* d = dst + r * STRIP + cc;
+    const bool t_ok = t >= 0 && t < L;
+    if (t_ok && aligned && c < W) {
+      CpAsync16(d, src + (b * L + t) * W + c);
+    } else {
+#pragma unroll
+      for (int j = 0; j < kE; ++j) {
+        d[j] = (t_ok && c + j < W) ? src[(b * L + t) * W + c + j] : scan::FromFloat<T>(0.0f);
+      }
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ bool ChunkAligned(const void* ptr, long long width) {
+  return (reinterpret_cast<unsigned long long>(ptr) % 16) == 0 && width % (16 / int(sizeof(T))) == 0;
+}
+
+// ---- look-back skeleton --------------------------------------------------------
+
+// Dynamic shared memory of a look-back kernel, in bytes (the plan passes the
+// same: SmemBytes in gated_layout.h is its host twin).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int kIn, bool kAb>
+struct SmemPlan {
+  static constexpr int kLanes = STRIP / VEC;
+  static constexpr int kSegs = THREADS / kLanes;
+  static constexpr int kSteps = TILE / kSegs;
+  static constexpr int kStagedBytes = (kIn * TILE * STRIP * int(sizeof(T)) + 15) / 16 * 16;
+  static constexpr int kAbBytes = kAb ? TILE * STRIP * 8 : 0;
+  static constexpr int kCombineOffset = kStagedBytes + kAbBytes;
+  static_assert(VEC >= 2 && VEC * sizeof(T) >= 4, "a pack must be at least one 32-bit word");
+  static_assert(STRIP % VEC == 0 && THREADS % kLanes == 0, "strip / vec lanes must divide threads");
+  static_assert(kSegs >= 1 && TILE % kSegs == 0, "segments must divide the tile");
+  static_assert((STRIP * sizeof(T)) % 16 == 0, "a strip row must be a whole number of 16-byte chunks");
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "threads must be a multiple of 32, at most 1024");
+  static_assert(kLanes < 32 ? 32 % kLanes == 0 : kLanes % 32 == 0,
+                "strip / vec lanes must divide 32 or be whole warps");
+};
+
+struct TileIndex {
+  long long tile, seq, strip, b, c_strip, base;
+};
+
+// Thread 0 takes the block's ticket; tickets run over time tiles in the
+// outer loop, so a tile only ever waits on tiles of smaller tickets.
+template <int STRIP, int TILE, bool kBackward>
+__device__ __forceinline__ TileIndex TakeTicket(void* workspace, unsigned* s_ticket, long long batch, long long length,
+                                                long long width) {
+  if (threadIdx.x == 0) *s_ticket = atomicAdd(static_cast<unsigned*>(workspace), 1u);
+  __syncthreads();
+  const long long ticket = *s_ticket;
+  const long long strips = (width + STRIP - 1) / STRIP;
+  const long long seqs = batch * strips;
+  TileIndex x;
+  x.tile = ticket / seqs;
+  x.seq = ticket % seqs;
+  x.b = x.seq / strips;
+  x.strip = x.seq % strips;
+  x.c_strip = x.strip * STRIP;
+  x.base = kBackward ? length - (x.tile + 1) * TILE : x.tile * TILE;
+  return x;
+}
+
+// Combines the segments' maps (A, H) of the block, publishes the tile's
+// aggregate, looks back over earlier tiles of the same (b, strip), publishes
+// the inclusive state and returns in `s` this thread's carry-in (the state
+// before its first step). `carry0`: the state entering tile 0 (h0 forward,
+// 0 backward). kWait >= 0: cp.async.wait_group kWait before the block's
+// final barrier (the backward's second staging group).
+template <int VEC, int THREADS, int STRIP, int TILE, int kWait>
+__device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const float (&H)[VEC],
+                                                   const float (&carry0)[VEC], const TileIndex& x, const Layout& lay,
+                                                   void* workspace, float* s_A, float* s_H, float* s_carry,
+                                                   float (&s)[VEC]) {
+  constexpr int kLanes = STRIP / VEC;
+  constexpr int kSegs = THREADS / kLanes;
+  const int tid = threadIdx.x;
+  const int lane = tid % kLanes;
+  const int seg = tid / kLanes;
+  unsigned* flags = static_cast<unsigned*>(workspace) + 64;
+  float2* agg = reinterpret_cast<float2*>(static_cast<char*>(workspace) + lay.agg_offset);
+  float* incl = reinterpret_cast<float*>(static_cast<char*>(workspace) + lay.incl_offset);
+
+  float* my_A = s_A + seg * STRIP + lane * VEC;
+  float* my_H = s_H + seg * STRIP + lane * VEC;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    my_A[j] = A[j];
+    my_H[j] = H[j];
+  }
+  __syncthreads();
+  // The last segment's threads (the row) turn the segment aggregates into
+  // exclusive prefixes in place and hold the tile aggregate.
+  const bool row = seg == kSegs - 1;
+  const bool leader = tid == (kSegs - 1) * kLanes;
+  float tA[VEC], tH[VEC];
+  if (row) {
+    Fill(tA, 1.0f);
+    Fill(tH, 0.0f);
+#pragma unroll
+    for (int s2 = 0; s2 < kSegs; ++s2) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const int k = s2 * STRIP + lane * VEC + j;
+        const float sa = s_A[k];
+        const float sh = s_H[k];
+        s_A[k] = tA[j];
+        s_H[k] = tH[j];
+        tH[j] = fmaf(sa, tH[j], sh);
+        tA[j] *= sa;
+      }
+    }
+  }
+  auto row_sync = [&]() {
+    if constexpr (kLanes < 32) {
+      constexpr unsigned kMask = ((1u << kLanes) - 1u) << (32 - kLanes);
+      __syncwarp(kMask);
+    } else {
+      asm volatile("bar.sync 1, %0;" ::"n"(kLanes) : "memory");
+    }
+  };
+  const long long slot_tile = x.seq * lay.tiles + x.tile;
+  const long long slot = slot_tile * STRIP + lane * VEC;
+  float carry[VEC];
+  if (x.tile == 0) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) carry[j] = carry0[j];
+    if (row) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);
+      __threadfence();
+      row_sync();
+      if (leader) scan::StoreRelease(flags + slot_tile, kFlagInclusive);
+    }
+  } else if (row) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) agg[slot + j] = make_float2(tA[j], tH[j]);
+    __threadfence();
+    row_sync();
+    if (leader) scan::StoreRelease(flags + slot_tile, kFlagAggregate);
+    float accA[VEC], accH[VEC];
+    Fill(accA, 1.0f);
+    Fill(accH, 0.0f);
+    for (long long k = x.tile - 1;; --k) {
+      const long long other = x.seq * lay.tiles + k;
+      unsigned flag;
+      while ((flag = scan::LoadAcquire(flags + other)) == 0) {
+      }
+      const long long oslot = other * STRIP + lane * VEC;
+      if (flag == kFlagInclusive) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) carry[j] = fmaf(accA[j], scan::LoadCg(incl + oslot + j), accH[j]);
+        break;
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float2 ag = scan::LoadCg(agg + oslot + j);
+        accH[j] = fmaf(accA[j], ag.y, accH[j]);
+        accA[j] *= ag.x;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);
+      s_carry[lane * VEC + j] = carry[j];
+    }
+    __threadfence();
+    row_sync();
+    if (leader) scan::StoreRelease(flags + slot_tile, kFlagInclusive);
+  }
+  if constexpr (kWait >= 0) CpAsyncWait<kWait>();
+  __syncthreads();
+  if (x.tile != 0) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) carry[j] = s_carry[lane * VEC + j];
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) s[j] = fmaf(my_A[j], carry[j], my_H[j]);
+}
+
+// Writes the block's per-channel partial sums acc[NP][VEC] (summed over its
+// segments in segment order) to param[part][NP][W]. Reuses the staged-input
+// shared memory `s_red` (at least NP x segments x STRIP floats): the caller's
+// reads of it must be done; this starts with a barrier.
+template <int NP, int VEC, int THREADS, int STRIP>
+__device__ __forceinline__ void WriteParamPartials(const float (&acc)[NP][VEC], float* s_red, float* param,
+                                                   long long part, long long c_strip, long long width) {
+  constexpr int kLanes = STRIP / VEC;
+  constexpr int kSegs = THREADS / kLanes;
+  const int tid = threadIdx.x;
+  const int lane = tid % kLanes;
+  const int seg = tid / kLanes;
+  __syncthreads();
+#pragma unroll
+  for (int n = 0; n < NP; ++n) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) s_red[(n * kSegs + seg) * STRIP + lane * VEC + j] = acc[n][j];
+  }
+  __syncthreads();
+  for (int k = tid; k < NP * STRIP; k += THREADS) {
+    const int n = k / STRIP, c = k % STRIP;
+    float sum = 0.0f;
+    for (int s2 = 0; s2 < kSegs; ++s2) sum += s_red[(n * kSegs + s2) * STRIP + c];
+    if (c_strip + c < width) param[(part * NP + n) * width + c_strip + c] = sum;
+  }
+}
+
+// Sum over the kLanes lanes of a row group (part of one warp), deterministic.
+template <int kLanes>
+__device__ __forceinline__ float RowSum(float v) {
+#pragma unroll
+  for (int o = kLanes / 2; o >= 1; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// ---- parameter-gradient finalize (both operators) ---------------------------------
+
+// out[n][c] = sum over parts of param[part][n][c], parts in a fixed order.
+// Block: 32 channels x (THREADS / 32) slices over parts.
+template <int NP>
+__device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, long long parts, long long width,
+                                               float* const (&out)[NP]) {
+  constexpr int kSlices = kFinalizeThreads / 32;
+  __shared__ float s_red[kSlices][33];
+  const int tid = threadIdx.x;
+  const int k = tid / 32;
+  const long long c = static_cast<long long>(blockIdx.x) * 32 + tid % 32;
+#pragma unroll
+  for (int n = 0; n < NP; ++n) {
+    float sum = 0.0f;
+    if (c < width) {
+#pragma unroll 4
+      for (long long q = k; q < parts; q += kSlices) sum += __ldcg(param + (q * NP + n) * width + c);
+    }
+    s_red[k][tid % 32] = sum;
+    __syncthreads();
+    if (tid < 32) {
+      float total = 0.0f;
+      for (int s2 = 0; s2 < kSlices; ++s2) total += s_red[s2][tid];
+      if (c < width && out[n] != nullptr) out[n][c] = total;
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace gated
+
+#include "gated_rglru.cuh"
+#include "gated_samu.cuh"

@@ -1,0 +1,283 @@
+// rglru and samu plans (compiler/plan_gated.cc): the design space, explicit
+// rejections, plans for the seed shapes whose grids, shared memory and
+// workspaces agree with kernels_src/gated_layout.h, the parameter-struct
+// layouts, and the real NVRTC compiling every gated variant for every dtype
+// for sm_90 (no GPU needed).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <regex>
+#include <cstddef>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "compiler/nvrtc_compiler.h"
+#include "compiler/plan.h"
+#include "kernels_src/gated_layout.h"
+#include "kernels_src/rglru_params.h"
+#include "kernels_src/samu_params.h"
+
+namespace scantune {
+namespace {
+
+constexpr Op kGatedOps[] = {Op::kRgLru, Op::kSamu};
+const Shape kSeedShapes[] = {{4, 2048, 2048}, {1, 8192, 2560}, {1, 32768, 1024}, {1, 32768, 2048}};
+
+Problem MakeProblem(Op op, Shape shape, DType dtype = DType::kBF16, Mode mode = Mode::kFwdBwd, bool h0 = false) {
+  Problem p;
+  p.op = op;
+  p.shape = shape;
+  p.dtype = dtype;
+  p.mode = mode;
+  p.has_h0 = h0;
+  return p;
+}
+
+Variant Parsed(const char* name) {
+  StatusOr<Variant> v = Variant::Parse(name);
+  EXPECT_TRUE(v.ok()) << name;
+  return *v;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+TEST(GatedEnumerate, TwoFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
+  for (Op op : kGatedOps) {
+    SCOPED_TRACE(OpName(op));
+    const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
+    EXPECT_GE(all.size(), 10u);
+    EXPECT_LE(all.size(), 20u);
+    std::set<std::string> names;
+    std::map<Algorithm, int> per_family;
+    for (const Variant& v : all) {
+      EXPECT_FALSE(v.IsTestOnly()) << v.Name();
+      ++per_family[v.algorithm];
+      EXPECT_TRUE(names.insert(v.Name()).second) << "duplicate " << v.Name();
+      StatusOr<Variant> back = Variant::Parse(v.Name());
+      ASSERT_TRUE(back.ok()) << v.Name();
+      EXPECT_EQ(*back, v) << v.Name();
+    }
+    EXPECT_EQ(per_family.size(), 2u);
+    EXPECT_GE(per_family[Algorithm::kSequential], 3);
+    EXPECT_GE(per_family[Algorithm::kLookbackSmem], 6);
+    EXPECT_STREQ(MainHeader(op), "gated_scan.cuh");
+  }
+  // The same names for both operators (the variants table is keyed by (op, name)).
+  std::vector<std::string> rglru, samu;
+  for (const Variant& v : EnumerateVariants(Op::kRgLru, false)) rglru.push_back(v.Name());
+  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) samu.push_back(v.Name());
+  EXPECT_EQ(rglru, samu);
+}
+
+TEST(GatedEnumerate, MostVariantsImplementTheSeedShapes) {
+  const DeviceLimits h200;
+  for (Op op : kGatedOps) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (const Shape& s : kSeedShapes) {
+        int ok = 0, lookback = 0;
+        for (const Variant& v : EnumerateVariants(op, false)) {
+          if (!CanImplement(v, MakeProblem(op, s, dtype), h200).ok()) continue;
+          ++ok;
+          lookback += v.algorithm == Algorithm::kLookbackSmem;
+        }
+        EXPECT_GE(ok, 8) << OpName(op) << " " << DTypeName(dtype) << " " << FormatShape(s);
+        EXPECT_GE(lookback, 4) << OpName(op) << " " << DTypeName(dtype) << " " << FormatShape(s);
+      }
+    }
+  }
+}
+
+TEST(GatedCanImplement, Rejections) {
+  const DeviceLimits h200;
+  struct Case {
+    const char* variant;
+    Problem problem;
+    StatusCode code;
+    const char* says;
+  };
+  const Problem rglru = MakeProblem(Op::kRgLru, {4, 2048, 2048});
+  const Problem samu = MakeProblem(Op::kSamu, {4, 2048, 2048});
+  const Problem rglru_f32_fwd = MakeProblem(Op::kRgLru, {1, 4096, 1024}, DType::kF32, Mode::kFwd);
+  const Problem empty = MakeProblem(Op::kSamu, {1, 0, 64});
+  for (const Case& c : {
+           Case{"chunked_v4_t128_c64", rglru, StatusCode::kInvalidArgument, "no rglru kernels"},
+           Case{"lookback_v4_t256_s8_i8", samu, StatusCode::kInvalidArgument, "no samu kernels"},
+           Case{"sequential_v3_t64_p4", rglru, StatusCode::kInvalidArgument, "vec 3"},
+           Case{"sequential_v4_t2048_p4", rglru, StatusCode::kResourceExhausted, "exceed the device"},
+           Case{"sequential_v4_t64_p32", rglru, StatusCode::kInvalidArgument, "prefetch 32"},
+           Case{"lookbacksmem_v4_t256_c60_i128", rglru, StatusCode::kInvalidArgument, "multiple of 8"},
+           Case{"lookbacksmem_v4_t256_c64_i100", rglru, StatusCode::kInvalidArgument, "multiple of the 16"},
+           Case{"lookbacksmem_v4_t100_c64_i100", rglru, StatusCode::kInvalidArgument, "multiple of 32"},
+           Case{"lookbacksmem_v2_t128_c128_i64", samu, StatusCode::kInvalidArgument, "at most 32"},
+           Case{"lookbacksmem_v4_t256_c64_i256", rglru_f32_fwd, StatusCode::kResourceExhausted, "shared memory"},
+           Case{"sequential_v4_t64_p4", empty, StatusCode::kInvalidArgument, "empty dimension"},
+       }) {
+    SCOPED_TRACE(c.variant);
+    const Status status = CanImplement(Parsed(c.variant), c.problem, h200);
+    EXPECT_EQ(status.code(), c.code) << status.ToString();
+    EXPECT_NE(status.message().find(c.says), std::string::npos) << status.ToString();
+  }
+  // rglru may use 64-lane strips (no per-token sums), samu may not.
+  EXPECT_TRUE(CanImplement(Parsed("lookbacksmem_v2_t128_c128_i64"), rglru, h200).ok());
+}
+
+// Plans for the seed shapes: each phase's launches, legal grids, shared
+// memory within the device, and the workspace of gated_layout.h.
+TEST(GatedPlan, SeedShapes) {
+  const DeviceLimits h200;
+  for (Op op : kGatedOps) {
+    const bool samu = op == Op::kSamu;
+    for (const Shape& s : kSeedShapes) {
+      for (const Variant& v : EnumerateVariants(op, false)) {
+        const Problem p = MakeProblem(op, s);
+        if (!CanImplement(v, p, h200).ok()) continue;
+        SCOPED_TRACE(std::string(OpName(op)) + " " + v.Name() + " " + FormatShape(s));
+        StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+        ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+        const std::vector<std::string> names = NameExpressions(v, op, p.dtype);
+        ASSERT_EQ(names.size(), samu ? 5u : 3u);
+        // rglru: fwd scan | bwd scan, finalize; samu: control, fwd scan | bwd scan, fix-up, finalize.
+        ASSERT_EQ(plan->launches.size(), samu ? 5u : 3u);
+        std::vector<std::string> phases;
+        for (const Launch& l : plan->launches) {
+          phases.push_back(l.phase);
+          EXPECT_GE(l.grid[0], 1u);
+          EXPECT_LE(l.grid[1], 65535u);
+          EXPECT_LE(l.block[0], 1024u);
+          EXPECT_LE(static_cast<int>(l.shared_bytes), h200.max_shared_per_block);
+          EXPECT_NE(std::find(names.begin(), names.end(), l.name_expression), names.end()) << l.name_expression;
+        }
+        const std::vector<std::string> want =
+            samu ? std::vector<std::string>{"fwd", "fwd", "bwd", "bwd", "bwd"}
+                 : std::vector<std::string>{"fwd", "bwd", "bwd"};
+        EXPECT_EQ(phases, want);
+        const bool sequential = v.algorithm == Algorithm::kSequential;
+        const int unit = sequential ? 32 * v.vec : v.strip;
+        const gated::Layout lay = gated::MakeLayout(s.batch, s.length, s.width, unit, sequential ? 0 : v.tile,
+                                                    samu ? 3 : 1, samu);
+        EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
+        EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(lay.zero_bytes));
+        const Launch& fwd_scan = plan->launches[samu ? 1 : 0];
+        if (sequential) {
+          EXPECT_EQ(fwd_scan.grid[0], static_cast<uint32_t>(CeilDiv(CeilDiv(s.width, v.vec), v.threads)));
+          EXPECT_EQ(fwd_scan.grid[1], static_cast<uint32_t>(s.batch));
+          EXPECT_EQ(plan->workspace_zero_bytes, 0u);
+        } else {
+          EXPECT_EQ(fwd_scan.grid[0],
+                    static_cast<uint32_t>(s.batch * CeilDiv(s.width, v.strip) * CeilDiv(s.length, v.tile)));
+          EXPECT_GT(fwd_scan.shared_bytes, 0u);
+          EXPECT_GE(plan->workspace_zero_bytes, 256u + 4u * fwd_scan.grid[0]);
+          EXPECT_EQ(plan->workspace_zero_bytes % 256, 0u);
+        }
+        const Launch& finalize = plan->launches.back();
+        EXPECT_EQ(finalize.grid[0], static_cast<uint32_t>(CeilDiv(s.width, 32) + (samu ? 1 : 0)));
+        EXPECT_EQ(finalize.block[0], static_cast<uint32_t>(gated::kFinalizeThreads));
+        if (samu) {
+          EXPECT_EQ(plan->launches[0].grid[0],
+                    static_cast<uint32_t>(CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock)));
+          EXPECT_EQ(plan->launches[3].grid[0], plan->launches[0].grid[0]);
+        }
+      }
+    }
+  }
+}
+
+TEST(GatedPlan, ModesPlanOnlyTheirPhases) {
+  const DeviceLimits h200;
+  const Variant v = Parsed("lookbacksmem_v4_t256_c64_i128");
+  for (Op op : kGatedOps) {
+    StatusOr<LaunchPlan> fwd = MakePlan(v, MakeProblem(op, {2, 100, 70}, DType::kF16, Mode::kFwd), h200);
+    StatusOr<LaunchPlan> bwd = MakePlan(v, MakeProblem(op, {2, 100, 70}, DType::kF16, Mode::kBwd), h200);
+    ASSERT_TRUE(fwd.ok() && bwd.ok());
+    for (const Launch& l : fwd->launches) EXPECT_EQ(l.phase, "fwd");
+    for (const Launch& l : bwd->launches) EXPECT_EQ(l.phase, "bwd");
+    EXPECT_EQ(fwd->launches.size() + bwd->launches.size(), op == Op::kSamu ? 5u : 3u);
+  }
+}
+
+template <typename Params>
+void ExpectLayout(Op op, const std::vector<std::pair<std::string, size_t>>& fields) {
+  const std::vector<v1::ParamField> layout = ParamLayout(op);
+  ASSERT_EQ(layout.size(), fields.size());
+  EXPECT_EQ(ParamSize(op), sizeof(Params));
+  for (size_t i = 0; i < fields.size(); ++i) {
+    SCOPED_TRACE(fields[i].first);
+    EXPECT_EQ(layout[i].name(), fields[i].first);
+    EXPECT_EQ(layout[i].offset_bytes(), fields[i].second);
+    EXPECT_EQ(layout[i].size_bytes(), 8u);
+    EXPECT_TRUE(layout[i].type() == "ptr" || layout[i].type() == "i64");
+    EXPECT_EQ(layout[i].type() == "i64",
+              fields[i].first == "batch" || fields[i].first == "length" || fields[i].first == "width");
+    EXPECT_FALSE(layout[i].meaning().empty());
+  }
+}
+
+#define FIELD(S, m) {#m, offsetof(S, m)}
+TEST(GatedParamLayout, OffsetsAreOffsetof) {
+  ExpectLayout<RgLruParams>(
+      Op::kRgLru, {FIELD(RgLruParams, x), FIELD(RgLruParams, ga), FIELD(RgLruParams, gx),
+                   FIELD(RgLruParams, lambda), FIELD(RgLruParams, h), FIELD(RgLruParams, h0),
+                   FIELD(RgLruParams, h_final), FIELD(RgLruParams, dh), FIELD(RgLruParams, dx),
+                   FIELD(RgLruParams, dga), FIELD(RgLruParams, dgx), FIELD(RgLruParams, dlambda),
+                   FIELD(RgLruParams, dh0), FIELD(RgLruParams, workspace), FIELD(RgLruParams, batch),
+                   FIELD(RgLruParams, length), FIELD(RgLruParams, width)});
+  ExpectLayout<SamuParams>(
+      Op::kSamu, {FIELD(SamuParams, x), FIELD(SamuParams, lambda), FIELD(SamuParams, beta),
+                  FIELD(SamuParams, gamma), FIELD(SamuParams, controller), FIELD(SamuParams, y),
+                  FIELD(SamuParams, h), FIELD(SamuParams, ctrl), FIELD(SamuParams, h0),
+                  FIELD(SamuParams, h_final), FIELD(SamuParams, dy), FIELD(SamuParams, dx),
+                  FIELD(SamuParams, dlambda), FIELD(SamuParams, dbeta), FIELD(SamuParams, dgamma),
+                  FIELD(SamuParams, dcontroller), FIELD(SamuParams, dh0), FIELD(SamuParams, workspace),
+                  FIELD(SamuParams, batch), FIELD(SamuParams, length), FIELD(SamuParams, width)});
+}
+#undef FIELD
+
+// Every gated variant x {rglru, samu} x {fp32, bf16, fp16}, sm_90, on the CI
+// machine's 2 cores. Prints how long it took; asserts nothing about time.
+TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
+  const NvrtcCompiler compiler;
+  std::vector<CompileRequest> requests;
+  for (Op op : kGatedOps) {
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (const Variant& v : EnumerateVariants(op, false)) {
+        CompileRequest r;
+        r.variant = v;
+        r.op = op;
+        r.dtype = dtype;
+        requests.push_back(r);
+      }
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<StatusOr<CompileResult>> results = CompileAll(compiler, requests, 2);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_EQ(results.size(), requests.size());
+  double compile_ms = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const CompileRequest& r = requests[i];
+    const std::string what = std::string(OpName(r.op)) + " " + r.variant.Name() + " " + DTypeName(r.dtype);
+    ASSERT_TRUE(results[i].ok()) << what << ": " << results[i].status().ToString();
+    const CompileResult& c = *results[i];
+    ASSERT_EQ(c.state, v1::OK) << what << "\n" << c.log;
+    EXPECT_FALSE(c.cubin.empty()) << what;
+    // ptxas -v reports every entry's spills: none may spill.
+    EXPECT_FALSE(std::regex_search(c.log, std::regex("[1-9][0-9]* bytes spill"))) << what << "\n" << c.log;
+    const std::vector<std::string> names = NameExpressions(r.variant, r.op, r.dtype);
+    EXPECT_EQ(c.lowered_names.size(), names.size()) << what;
+    for (const std::string& name : names) {
+      auto it = c.lowered_names.find(name);
+      ASSERT_NE(it, c.lowered_names.end()) << what << ": " << name;
+      EXPECT_FALSE(it->second.empty()) << what << ": " << name;
+    }
+    compile_ms += c.compile_ms;
+  }
+  std::printf("compiled %zu gated modules in %.1f s wall (2 threads), %.1f s summed, %.2f s per module\n",
+              results.size(), seconds, compile_ms / 1000, compile_ms / 1000 / results.size());
+}
+
+}  // namespace
+}  // namespace scantune

@@ -1,0 +1,96 @@
+// Every enumerated rglru and samu variant, compiled once per dtype, verified
+// through the worker's Verifier (poisoned outputs, guard bytes, float64
+// reference of every output, saved tensor and parameter gradient) at shapes
+// that exercise the edges: L = 1, short odd lengths, widths that are not
+// multiples of 32 or of the vector width, one tile and many tiles, in
+// fwd_bwd and bwd modes, with and without h0. Label: gpu.
+#include <cstdio>
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "tests/worker/gpu_test_support.h"
+#include "worker/verifier.h"
+
+namespace scantune {
+namespace {
+
+Problem MakeProblem(Op op, Shape shape, DType dtype, Mode mode, bool h0) {
+  Problem p;
+  p.op = op;
+  p.shape = shape;
+  p.dtype = dtype;
+  p.mode = mode;
+  p.has_h0 = h0;
+  return p;
+}
+
+struct Checked {
+  int verified = 0;
+  int pruned = 0;
+  int failed = 0;
+};
+
+void VerifyEveryVariant(Op op) {
+  SCANTUNE_REQUIRE_GPU(gpu);
+  const NvrtcCompiler compiler;
+  const std::vector<Variant> variants = EnumerateVariants(op, /*include_test_variants=*/false);
+  ASSERT_FALSE(variants.empty());
+  const std::vector<Shape> shapes = {{1, 1, 1}, {2, 7, 33}, {3, 300, 100}, {2, 1000, 2050}, {1, 4096, 64}};
+  std::map<std::string, Checked> summary;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    std::vector<CompileRequest> requests;
+    for (const Variant& v : variants) {
+      CompileRequest r;
+      r.variant = v;
+      r.op = op;
+      r.dtype = dtype;
+      r.cc_major = gpu->limits.cc_major;
+      r.cc_minor = gpu->limits.cc_minor;
+      requests.push_back(r);
+    }
+    const std::vector<StatusOr<CompileResult>> compiled = CompileAll(compiler, requests, 16);
+    std::vector<Problem> problems;
+    for (const Shape& shape : shapes) {
+      for (bool h0 : {false, true}) problems.push_back(MakeProblem(op, shape, dtype, Mode::kFwdBwd, h0));
+    }
+    // bwd alone reads the reference h (and samu's control values) instead of its own.
+    problems.push_back(MakeProblem(op, {2, 7, 33}, dtype, Mode::kBwd, true));
+    problems.push_back(MakeProblem(op, {3, 300, 100}, dtype, Mode::kBwd, false));
+    // A single long sequence: many tiles chained by the look-back, parameter
+    // gradients summed over 8192 tokens.
+    problems.push_back(MakeProblem(op, {1, 8192, 256}, dtype, Mode::kFwdBwd, true));
+    for (const Problem& problem : problems) {
+      Checked& counts = summary[problem.Key()];
+      Verifier verifier(*gpu->ctx, problem, /*seed=*/1234, {});
+      for (size_t i = 0; i < variants.size(); ++i) {
+        const Variant& variant = variants[i];
+        SCOPED_TRACE(variant.Name() + " on " + problem.Key());
+        if (!CanImplement(variant, problem, gpu->limits).ok()) {
+          ++counts.pruned;
+          continue;
+        }
+        ASSERT_TRUE(compiled[i].ok()) << compiled[i].status().ToString();
+        ASSERT_EQ(compiled[i]->state, v1::OK) << compiled[i]->log;
+        auto candidate = MakeCandidate(variant, problem, gpu->limits, *compiled[i]);
+        ASSERT_TRUE(candidate.ok()) << candidate.status().ToString();
+        auto outcome = verifier.Verify(*candidate);
+        ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+        ASSERT_FALSE(outcome->context_lost) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
+        ++counts.verified;
+        if (!outcome->ok()) ++counts.failed;
+        EXPECT_EQ(outcome->state, v1::OK) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
+        EXPECT_LE(outcome->rel_err, Tolerance(dtype));
+      }
+    }
+  }
+  for (const auto& [key, c] : summary) {
+    std::printf("%-40s verified %3d  pruned %3d  failed %3d\n", key.c_str(), c.verified, c.pruned, c.failed);
+  }
+}
+
+TEST(GatedGpuTest, EveryRgLruVariantIsLegal) { VerifyEveryVariant(Op::kRgLru); }
+TEST(GatedGpuTest, EverySamuVariantIsLegal) { VerifyEveryVariant(Op::kSamu); }
+
+}  // namespace
+}  // namespace scantune
