@@ -424,8 +424,16 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
   float g[S];  // dA_{t+1} g_{t+1} entering step t
 #pragma unroll
   for (int s = 0; s < S; ++s) g[s] = (w.valid && w.segs > 1) ? wsf[ws.gseg + w.SegState(s)] : 0.f;
-  float dA_acc[S] = {};
-  float dDv_acc = 0.f, dbias_acc = 0.f;
+  // Sums over the whole segment (thousands of steps): each tile's partial is
+  // added with Kahan compensation, so the fp32 error stays near one tile's.
+  float dA_acc[S] = {}, dA_comp[S] = {};
+  float dDv_acc = 0.f, dDv_comp = 0.f, dbias_acc = 0.f, dbias_comp = 0.f;
+  auto kahan = [](float& sum, float& comp, float v) {
+    const float y = v - comp;
+    const float t = sum + y;
+    comp = (t - sum) - y;
+    sum = t;
+  };
   ssm::ForEachTile<T, C, BIAS, SOFTPLUS, GATE, true, true>(
       p, w, chn.bias, smem, [&](const auto& tile, const float* sB, const float* sC, long long tc) {
         float hs[CHUNK][S], dAs[CHUNK][S], h_start[S];
@@ -454,6 +462,8 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
         }
         // Per step partials over this lane's states, [quantity][i]: du, ddelta (raw), dz.
         float red[3 * CHUNK];
+        float dA_tile[S] = {};
+        float dDv_tile = 0.f, dbias_tile = 0.f;
 #pragma unroll
         for (int i0 = CHUNK - C::G; i0 >= 0; i0 -= C::G) {
           float bcv[C::G * 2 * S];  // [gi][which][s]: dBm, dCm partials of steps i0 + gi
@@ -479,16 +489,16 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
               const float gdh = gt * dAs[i][s] * hprev;  // d/d(delta A) of step i
               du = fmaf(gt * dl, Bn, du);
               dd = fmaf(gt, Bn * u, fmaf(chn.A[s], gdh, dd));
-              dA_acc[s] = fmaf(dl, gdh, dA_acc[s]);
+              dA_tile[s] = fmaf(dl, gdh, dA_tile[s]);
               yp = fmaf(Cn, hs[i][s], yp);
               bcv[(gi * 2 + 0) * S + s] = gt * dl * u;
               bcv[(gi * 2 + 1) * S + s] = dyg * hs[i][s];
               g[s] = dAs[i][s] * gt;
             }
-            if (w.sub == 0) dDv_acc = fmaf(dyg, u, dDv_acc);
+            if (w.sub == 0) dDv_tile = fmaf(dyg, u, dDv_tile);
             const float dsoft = SOFTPLUS ? ssm::Sigmoid(tile.raw[i]) : 1.f;
             dd *= dsoft;
-            dbias_acc += dd;
+            dbias_tile += dd;
             red[0 * CHUNK + i] = du;
             red[1 * CHUNK + i] = dd;
             // dz = dy * ypre * silu'(z); silu'(z) = sig (1 + z (1 - sig)). Linear in the partial ypre.
@@ -503,6 +513,10 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
             atomicAdd(&sred[((i0 + gi) * 2 + which) * N + w.sub * S + s], bcv[j]);
           }
         }
+#pragma unroll
+        for (int s = 0; s < S; ++s) kahan(dA_acc[s], dA_comp[s], dA_tile[s]);
+        kahan(dDv_acc, dDv_comp, dDv_tile);
+        if (BIAS) kahan(dbias_acc, dbias_comp, dbias_tile);
         const int off = ssm::ReduceScatter<3 * CHUNK, 0, C::SPLIT_BITS>(red);
 #pragma unroll
         for (int j = 0; j < 3 * CHUNK / SPLIT; ++j) {
