@@ -158,12 +158,6 @@ __device__ __forceinline__ bool BackwardRowsAligned(const LinearScanParams& p) {
          Aligned<T, VEC>(p.da) && Aligned<T, VEC>(p.dx);
 }
 
-template <int VEC>
-__device__ __forceinline__ void Fill(float (&v)[VEC], float value) {
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) v[j] = value;
-}
-
 }  // namespace scan
 
 // ============================================================================
@@ -356,9 +350,6 @@ __global__ void __launch_bounds__(THREADS) linear_scan_bwd_chunk_apply(const Lin
 
 namespace scan {
 
-constexpr unsigned kFlagAggregate = 1;
-constexpr unsigned kFlagInclusive = 2;
-
 template <typename T, int VEC, int THREADS, int SEGMENTS, int ITEMS, bool kBackward>
 __device__ __forceinline__ void LookbackScan(const LinearScanParams& p) {
   constexpr int kLanes = THREADS / SEGMENTS;
@@ -507,28 +498,7 @@ __device__ __forceinline__ void LookbackScan(const LinearScanParams& p) {
     __syncthreads();
     if (tid == 0) StoreRelease(flags + slot_tile, kFlagAggregate);
     if (row) {
-      // acc composes the tiles between the predecessor found and this one.
-      float accA[VEC], accH[VEC];
-      Fill(accA, 1.0f);
-      Fill(accH, 0.0f);
-      for (long long k = tile - 1;; --k) {
-        const long long other = seq * tiles + k;
-        unsigned flag;
-        while ((flag = LoadAcquire(flags + other)) == 0) {
-        }
-        const long long oslot = other * kStrip + lane * VEC;
-        if (flag == kFlagInclusive) {
-#pragma unroll
-          for (int j = 0; j < VEC; ++j) carry[j] = fmaf(accA[j], LoadCg(incl + oslot + j), accH[j]);
-          break;
-        }
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float2 ag = LoadCg(agg + oslot + j);
-          accH[j] = fmaf(accA[j], ag.y, accH[j]);
-          accA[j] *= ag.x;
-        }
-      }
+      LookBack<VEC, kStrip>(flags, agg, incl, seq * tiles, tile, lane * VEC, carry);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);

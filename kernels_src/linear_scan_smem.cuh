@@ -294,27 +294,7 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
     __threadfence();
     row_sync();
     if (leader) StoreRelease(flags + slot_tile, kFlagAggregate);
-    float accA[VEC], accH[VEC];
-    Fill(accA, 1.0f);
-    Fill(accH, 0.0f);
-    for (long long k = tile - 1;; --k) {
-      const long long other = seq * tiles + k;
-      unsigned flag;
-      while ((flag = LoadAcquire(flags + other)) == 0) {
-      }
-      const long long oslot = other * STRIP + lane * VEC;
-      if (flag == kFlagInclusive) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) carry[j] = fmaf(accA[j], LoadCg(incl + oslot + j), accH[j]);
-        break;
-      }
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        const float2 ag = LoadCg(agg + oslot + j);
-        accH[j] = fmaf(accA[j], ag.y, accH[j]);
-        accA[j] *= ag.x;
-      }
-    }
+    LookBack<VEC, STRIP>(flags, agg, incl, seq * tiles, tile, lane * VEC, carry);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);

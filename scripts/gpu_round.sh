@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One round on the GPU machine (see ../shared/DEVICE.md): the GPU test suite,
-# then the daemon tuning linear_scan bf16 fwd_bwd at the four seed-001 shapes,
+# then the daemon tuning at the four seed-001 shapes (by default linear_scan
+# bf16 fwd_bwd; SCANTUNE_TUNE="op:dtype:mode ..." picks others, e.g.
+# "linear_scan:bf16:fwd rglru:bf16:fwd_bwd samu:bf16:fwd_bwd"),
 # `scantune select` for each, and the `scantune records` table. Everything it
 # prints also lands under $OUT (the folder the device tool brings back).
 #   device.run carry=[".bundle"] command="bash scripts/gpu_round.sh [tests|tune|all]"
@@ -23,10 +25,14 @@ if [ "$what" = tune ] || [ "$what" = all ]; then
   cli="$bin/client/scantune --address $sock"
   for i in $(seq 1 50); do $cli devices >/dev/null 2>&1 && break; sleep 0.2; done
   $cli devices | tee "$out/devices.txt"
-  for shape in 4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048; do
-    echo "== tune linear_scan $shape bf16 fwd_bwd"
-    $cli tune --op linear_scan --shape $shape --dtype bf16 --mode fwd_bwd 2>"$out/tune_$shape.progress" | tee -a "$out/tune.txt"
-    $cli select --op linear_scan --shape $shape --dtype bf16 --mode fwd_bwd | tee -a "$out/select.txt"
+  for spec in ${SCANTUNE_TUNE:-linear_scan:bf16:fwd_bwd}; do
+    IFS=: read -r op dtype mode <<<"$spec"
+    for shape in ${SCANTUNE_SHAPES:-4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048}; do
+      echo "== tune $op $shape $dtype $mode"
+      $cli tune --op "$op" --shape "$shape" --dtype "$dtype" --mode "$mode" \
+        2>"$out/tune_${op}_${shape}_$mode.progress" | tee -a "$out/tune.txt"
+      $cli select --op "$op" --shape "$shape" --dtype "$dtype" --mode "$mode" | tee -a "$out/select.txt"
+    done
   done
   $cli records --state OK --limit 1000 > "$out/records_ok.txt"
   $cli records --limit 1000 --json > "$out/records.json"
