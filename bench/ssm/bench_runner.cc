@@ -1,0 +1,802 @@
+#include "bench/ssm/bench_runner.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "bench/ssm/direct_run.h"
+#include "bench/ssm/families.h"
+#include "client/scantune_client.h"
+#include "common/log.h"
+#include "common/variant.h"
+#include "compiler/plan.h"
+#include "worker/cuda_driver.h"
+#include "worker/gpu_context.h"
+#include "worker/op_io.h"
+
+extern char** environ;
+
+namespace scantune::ssmbench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string Fixed(double v, int digits) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.*f", digits, v);
+  return b;
+}
+
+std::string ShapeArg(const SsmShape& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.seq) + "x" + std::to_string(s.dim);
+}
+
+uint64_t CapBytes(const SsmOptions& o) { return static_cast<uint64_t>(o.mem_cap_gib * 1073741824.0); }
+
+// What a direct run of the problem allocates: its mode's tensors and the workspace.
+uint64_t NeedBytes(const Problem& problem, uint64_t workspace_bytes) {
+  const TensorBytes t = TensorBytesOf(problem);
+  return t.args + t.outs + workspace_bytes;
+}
+
+// The largest L the service accepts at (B, D): ProblemLimits' length and element caps.
+int64_t LengthLimit(const SsmShape& shape) {
+  const ProblemLimits limits;
+  return std::min(limits.max_length, limits.max_elements / (shape.batch * shape.dim));
+}
+
+// The selective_scan problem this bench asks about, as a record holds it.
+bool IsOurProblem(const v1::Problem& p, int64_t state) {
+  const int64_t n = p.state_dim() == 0 ? 16 : p.state_dim();
+  return n == state && !p.has_h0() && !p.delta_bias() && !p.delta_softplus() && !p.z_gate();
+}
+
+// Row order: shape by shape (as given), fwd before fwd_bwd, families in seed order.
+void AppendRows(std::vector<Row> rows, std::vector<Row>* out) {
+  for (Row& r : rows) out->push_back(std::move(r));
+}
+
+// ------------------------------------------------------------------ daemon
+
+class Daemon {
+ public:
+  explicit Daemon(const SsmOptions& o) : client_([&] {
+    ClientOptions c;
+    c.address = o.address;
+    c.deadline = std::chrono::seconds(600);  // GetKernel of a long max_len shape compiles nothing but plans
+    return c;
+  }()) {}
+
+  ScantuneClient& client() { return client_; }
+  std::string uuid;
+
+  // Every stored record of the problem (not imported ones), all pages.
+  StatusOr<std::vector<v1::Record>> Records(const SsmShape& shape, Mode mode) {
+    v1::ListRecordsRequest req;
+    v1::RecordFilter* f = req.mutable_filter();
+    f->set_op("selective_scan");
+    f->mutable_shape()->set_batch(static_cast<uint32_t>(shape.batch));
+    f->mutable_shape()->set_length(static_cast<uint32_t>(shape.seq));
+    f->mutable_shape()->set_width(static_cast<uint32_t>(shape.dim));
+    f->set_dtype(v1::FP32);
+    f->set_mode(ToProto(mode));
+    req.set_page_size(1000);
+    std::vector<v1::Record> out;
+    while (true) {
+      ASSIGN_OR_RETURN(v1::ListRecordsResponse page, client_.ListRecords(req));
+      for (v1::Record& r : *page.mutable_records()) {
+        if (r.origin() == "imported" || !IsOurProblem(r.problem(), shape.state)) continue;
+        if (!uuid.empty() && r.device().uuid() != uuid) continue;
+        out.push_back(std::move(r));
+      }
+      if (page.next_page_token().empty()) break;
+      req.set_page_token(page.next_page_token());
+    }
+    return out;
+  }
+
+  // The variant's cubin and plan for the problem, as the worker would get it.
+  StatusOr<v1::Candidate> Candidate(const Problem& problem, const std::string& variant) {
+    v1::GetKernelRequest req;
+    *req.mutable_problem() = ToProto(problem);
+    req.set_variant(variant);
+    req.set_device_uuid(uuid);
+    ASSIGN_OR_RETURN(v1::KernelResponse k, client_.GetKernel(req));
+    v1::Candidate c;
+    c.set_variant(k.variant());
+    c.set_cubin(k.cubin());
+    *c.mutable_launches() = k.launches();
+    c.set_workspace_bytes(k.workspace_bytes());
+    c.set_workspace_zero_bytes(k.workspace_zero_bytes());
+    return c;
+  }
+
+ private:
+  ScantuneClient client_;
+};
+
+// Tune (force) one problem, then this job's records: ids above what was
+// stored before, of the job id the progress named. no_tune: the newest job's.
+StatusOr<std::vector<v1::Record>> TuneAndCollect(Daemon& daemon, const SsmOptions& o, const SsmShape& shape, Mode mode,
+                                                 std::string* tune_error) {
+  auto log = Logger("client");
+  ASSIGN_OR_RETURN(std::vector<v1::Record> before, daemon.Records(shape, mode));
+  int64_t max_id_before = 0;
+  for (const v1::Record& r : before) max_id_before = std::max(max_id_before, r.id());
+  uint64_t job_id = 0;
+  if (!o.tune) {
+    const v1::Record* newest = nullptr;
+    for (const v1::Record& r : before) {
+      if (newest == nullptr || r.id() > newest->id()) newest = &r;
+    }
+    if (newest == nullptr) return std::vector<v1::Record>{};
+    std::vector<v1::Record> out;
+    for (const v1::Record& r : before) {
+      if (r.job_id() == newest->job_id() && r.daemon_version() == newest->daemon_version()) out.push_back(r);
+    }
+    return out;
+  }
+  const auto start = Clock::now();
+  v1::TuneRequest req;
+  *req.mutable_problem() = ToProto(SsmProblem(shape, mode));
+  req.set_device_uuid(daemon.uuid);
+  req.set_force(true);
+  auto selection = daemon.client().Tune(req, [&](const v1::TuneProgress& p) {
+    if (p.job_id() != 0) job_id = p.job_id();
+    if (p.stage() == v1::TuneProgress::FAILED) log->warn("tune {} {}: {}", ShapeArg(shape), ModeName(mode), p.message());
+  });
+  if (selection.ok()) {
+    log->info("tuned {} {} in {:.1f} s: {} ({:.4f} ms)", ShapeArg(shape), ModeName(mode), SecondsSince(start),
+              selection->variant(), selection->median_ms());
+  } else {
+    *tune_error = selection.status().ToString();
+    log->warn("tune {} {} failed after {:.1f} s: {}", ShapeArg(shape), ModeName(mode), SecondsSince(start),
+              *tune_error);
+  }
+  ASSIGN_OR_RETURN(std::vector<v1::Record> after, daemon.Records(shape, mode));
+  std::vector<v1::Record> out;
+  for (v1::Record& r : after) {
+    if (r.id() > max_id_before && (job_id == 0 || r.job_id() == job_id)) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------ children
+
+std::string SelfExe() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+Status WriteBinary(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return FailedPrecondition("cannot write " + path);
+  out << bytes;
+  out.close();
+  if (!out) return FailedPrecondition("writing " + path + " failed");
+  return Status::Ok();
+}
+
+StatusOr<std::string> ReadBinary(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("cannot read " + path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// One fresh process (this binary, --child) measuring the candidate on the
+// shape. Whatever happens to the child, the answer is a record: its own, or
+// one that says how it ended (exit code, signal, killed after the timeout).
+StatusOr<v1::Record> RunChild(const SsmOptions& o, const std::string& exe, const std::string& dir, int index,
+                              const v1::Candidate& candidate, const SsmShape& shape, Mode mode) {
+  const std::string cand_path = dir + "/candidate_" + std::to_string(index) + ".pb";
+  const std::string out_path = dir + "/child_" + std::to_string(index) + ".pb";
+  RETURN_IF_ERROR(WriteBinary(cand_path, candidate.SerializeAsString()));
+  std::error_code ec;
+  std::filesystem::remove(out_path, ec);
+  std::vector<std::string> args = {exe,
+                                   "--child",
+                                   "--candidate", cand_path,
+                                   "--child-out", out_path,
+                                   "--shape", ShapeArg(shape),
+                                   "--mode", ModeName(mode),
+                                   "--state", std::to_string(shape.state),
+                                   "--device", std::to_string(o.device),
+                                   "--seed", std::to_string(o.seed),
+                                   "--kernel-timeout-ms", Fixed(o.kernel_timeout_ms, 0)};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  if (int err = posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv.data(), environ); err != 0) {
+    return Internal("posix_spawn " + exe + ": " + std::strerror(err));
+  }
+  const auto start = Clock::now();
+  int status = 0;
+  bool killed = false;
+  while (true) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) return Internal(std::string("waitpid: ") + std::strerror(errno));
+    if (!killed && SecondsSince(start) > o.child_timeout_s) {
+      kill(pid, SIGKILL);  // our own child, by its id
+      killed = true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  v1::Record record;
+  record.set_variant(candidate.variant());
+  if (auto bytes = ReadBinary(out_path); bytes.ok() && record.ParseFromString(*bytes)) return record;
+  record.set_state(killed ? v1::TIMEOUT : v1::STATE_UNSPECIFIED);
+  if (killed) {
+    record.set_detail("fresh process killed after " + Fixed(o.child_timeout_s, 0) + " s");
+  } else if (WIFSIGNALED(status)) {
+    record.set_detail("fresh process died of signal " + std::to_string(WTERMSIG(status)) + " (" +
+                      strsignal(WTERMSIG(status)) + ")");
+  } else {
+    record.set_detail("fresh process exited with code " + std::to_string(WEXITSTATUS(status)) +
+                      " without a result (its log is on stderr)");
+  }
+  return record;
+}
+
+std::string FailureText(const v1::Record& r) {
+  const std::string state = r.state() == v1::STATE_UNSPECIFIED ? "ERROR" : v1::ResultState_Name(r.state());
+  return state + ": " + r.detail();
+}
+
+// ------------------------------------------------------------------ stages
+
+// rel_err_vs_scan of every timing row: each family's variant and the
+// sequential family's on the same inputs, in this process.
+Status MeasureRelErr(Daemon& daemon, const SsmOptions& o, std::vector<Row>* rows) {
+  auto log = Logger("client");
+  ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Load());
+  ASSIGN_OR_RETURN(std::unique_ptr<GpuContext> ctx, GpuContext::Open(driver, o.device));
+  std::string lost;  // set once the context is lost: no more runs
+  std::set<std::pair<SsmShape, Mode>> done;
+  for (Row& first : *rows) {
+    if (!first.kind.empty() || done.count({first.shape, first.mode})) continue;
+    done.insert({first.shape, first.mode});
+    std::vector<Row*> group;
+    Row* scan = nullptr;
+    for (Row& r : *rows) {
+      if (!r.kind.empty() || r.shape != first.shape || r.mode != first.mode) continue;
+      group.push_back(&r);
+      if (r.family == "sequential") scan = &r;
+    }
+    auto note_all = [&](const std::string& why) {
+      for (Row* r : group) {
+        if (r != scan) r->rel_err_note = why;
+      }
+    };
+    if (!lost.empty()) {
+      note_all(lost);
+      continue;
+    }
+    if (scan == nullptr) {
+      note_all("no OK sequential (scan) row at this shape and mode");
+      continue;
+    }
+    const Problem problem = SsmProblem(first.shape, first.mode);
+    const auto start = Clock::now();
+    const OpCase inputs = OpIoFor(problem.op).Prepare(problem, o.seed, /*check=*/false);
+    std::vector<std::vector<double>> reference;
+    // Families come in seed order, the sequential one first: its output is
+    // the reference the others are compared with.
+    for (Row* r : group) {
+      if (r != scan && reference.empty()) break;
+      auto candidate = daemon.Candidate(problem, r->variant);
+      if (!candidate.ok()) {
+        r->rel_err_note = "GetKernel: " + candidate.status().ToString();
+        if (r == scan) note_all("the sequential run could not start: " + r->rel_err_note);
+        continue;
+      }
+      auto run = RunCandidate(*ctx, problem, *candidate, inputs, /*download=*/true, o.kernel_timeout_ms);
+      std::string failed;
+      if (!run.ok()) {
+        failed = run.status().ToString();
+      } else if (run->state != v1::OK) {
+        failed = v1::ResultState_Name(run->state) + ": " + run->error;
+        if (run->context_lost) lost = "not measured: the context was lost at " + r->variant + " (" + failed + ")";
+      }
+      if (!failed.empty()) {
+        log->warn("rel_err run of {} at {} {}: {}", r->variant, ShapeArg(first.shape), ModeName(first.mode), failed);
+        r->rel_err_note = "direct run failed: " + failed;
+        if (r == scan) note_all("the sequential run failed: " + failed);
+        if (!lost.empty()) break;
+        continue;
+      }
+      if (r == scan) {
+        reference = std::move(run->outputs);
+      } else {
+        r->rel_err_vs_scan = RelErrVsScan(run->outputs, reference);
+      }
+    }
+    log->info("rel_err_vs_scan at {} {}: {} families in {:.1f} s", ShapeArg(first.shape), ModeName(first.mode),
+              group.size(), SecondsSince(start));
+  }
+  return Status::Ok();
+}
+
+// device_peak rows: one fresh process per (shape, mode, family).
+void MeasureDevicePeaks(Daemon& daemon, const SsmOptions& o, const std::string& exe, const std::string& dir,
+                        const std::vector<Row>& timing, int* child_index, std::vector<Row>* out) {
+  auto log = Logger("client");
+  for (const SsmShape& shape : o.peak_shapes) {
+    for (Mode mode : o.modes) {
+      bool any = false;
+      for (const Row& t : timing) {
+        if (!t.kind.empty() || t.shape != shape || t.mode != mode) continue;
+        any = true;
+        Row row;
+        row.kind = "device_peak";
+        row.family = t.family;
+        row.variant = t.variant;
+        row.mode = mode;
+        row.shape = shape;
+        const Problem problem = SsmProblem(shape, mode);
+        auto candidate = daemon.Candidate(problem, t.variant);
+        if (!candidate.ok()) {
+          row.error = "GetKernel: " + candidate.status().ToString();
+          out->push_back(std::move(row));
+          continue;
+        }
+        row.need_mb = Mib(NeedBytes(problem, candidate->workspace_bytes()));
+        auto record = RunChild(o, exe, dir, (*child_index)++, *candidate, shape, mode);
+        if (!record.ok()) {
+          row.error = record.status().ToString();
+        } else if (record->state() != v1::OK) {
+          row.error = FailureText(*record);
+        } else {
+          row.baseline_mb = Mib(record->memory().baseline_bytes());
+          row.peak_mb = Mib(record->memory().peak_bytes());
+          row.delta_mb = Mib(record->memory().delta_bytes());
+        }
+        log->info("device_peak {} {} {}: {}", t.family, ShapeArg(shape), ModeName(mode),
+                  row.error.empty() ? "delta " + Fixed(row.delta_mb, 1) + " MiB" : row.error);
+        out->push_back(std::move(row));
+      }
+      if (!any) log->warn("device_peak: {} {} was not timed; no rows", ShapeArg(shape), ModeName(mode));
+    }
+  }
+}
+
+// max_len rows: L = 2^k upward at B = 4 (the timing shapes' B), D = 1024,
+// fwd_bwd, one fresh process per L, until the need passes the cap, a run
+// fails, or the service's length limit is reached.
+void MeasureMaxLen(Daemon& daemon, const SsmOptions& o, const std::string& exe, const std::string& dir,
+                   const std::vector<Row>& timing, int* child_index, std::vector<Row>* out) {
+  auto log = Logger("client");
+  // The reference shape: the largest fwd_bwd shape timed (D first, then L).
+  const Row* anchor = nullptr;
+  for (const Row& t : timing) {
+    if (!t.kind.empty() || t.mode != Mode::kFwdBwd) continue;
+    if (anchor == nullptr || std::tie(t.shape.dim, t.shape.seq) > std::tie(anchor->shape.dim, anchor->shape.seq) ||
+        (t.shape == anchor->shape && t.median_ms < anchor->median_ms)) {
+      anchor = &t;
+    }
+  }
+  if (anchor == nullptr) {
+    log->warn("max_len: no OK fwd_bwd row; skipped");
+    return;
+  }
+  std::vector<const Row*> families;
+  for (const Row& t : timing) {
+    if (t.kind.empty() && t.mode == Mode::kFwdBwd && t.shape == anchor->shape && (o.max_len_all || &t == anchor)) {
+      families.push_back(&t);
+    }
+  }
+  const uint64_t cap = CapBytes(o);
+  for (const Row* fam : families) {
+    Row row;
+    row.kind = "max_len";
+    row.family = fam->family;
+    row.variant = fam->variant;
+    row.mode = Mode::kFwdBwd;
+    row.shape = {anchor->shape.batch, 0, 1024, anchor->shape.state};
+    row.limit = LengthLimit(row.shape);
+    for (int64_t seq = o.max_len_start; seq <= row.limit; seq *= 2) {
+      SsmShape shape = row.shape;
+      shape.seq = seq;
+      const Problem problem = SsmProblem(shape, Mode::kFwdBwd);
+      auto fail = [&](const std::string& why) {
+        row.first_failure = why;
+        row.first_failure_seq = seq;
+      };
+      auto candidate = daemon.Candidate(problem, fam->variant);
+      if (!candidate.ok()) {
+        fail("GetKernel: " + candidate.status().ToString());
+        break;
+      }
+      const uint64_t need = NeedBytes(problem, candidate->workspace_bytes());
+      if (need > cap) {
+        fail("needs " + Fixed(Mib(need), 1) + " MiB (tensors " + Fixed(Mib(need - candidate->workspace_bytes()), 1) +
+             " + workspace " + Fixed(Mib(candidate->workspace_bytes()), 1) + "), over the cap of " +
+             Fixed(o.mem_cap_gib, 1) + " GiB");
+        break;
+      }
+      auto record = RunChild(o, exe, dir, (*child_index)++, *candidate, shape, Mode::kFwdBwd);
+      if (!record.ok()) {
+        fail(record.status().ToString());
+        break;
+      }
+      if (record->state() != v1::OK) {
+        fail(FailureText(*record));
+        break;
+      }
+      if (record->memory().delta_bytes() > cap) {
+        fail("used " + Fixed(Mib(record->memory().delta_bytes()), 1) + " MiB, over the cap of " +
+             Fixed(o.mem_cap_gib, 1) + " GiB");
+        break;
+      }
+      row.max_seq = seq;
+      row.peak_mb_at_max = Mib(record->memory().delta_bytes());
+      row.need_mb_at_max = Mib(need);
+      log->info("max_len {}: L = {} ran (delta {:.1f} MiB)", fam->family, seq, row.peak_mb_at_max);
+    }
+    if (row.max_seq == 0 && row.first_failure.empty()) row.first_failure = "no L tried";
+    log->info("max_len {}: {}{}", fam->family, row.max_seq,
+              row.first_failure.empty() ? "" : " (then " + row.first_failure + ")");
+    out->push_back(std::move(row));
+  }
+}
+
+std::string NvidiaDriverVersion() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Thu ..."
+  std::istringstream words(line);
+  std::string w, prev;
+  while (words >> w) {
+    if (prev == "Module") return w;
+    prev = w;
+  }
+  return "";
+}
+
+}  // namespace
+
+void AddProtocolNotes(const SsmOptions& o, SsmReport* report) {
+  report->notes = {
+      {"note", "rel_err_vs_scan = max over the compared tensors (y in fwd; every gradient in fwd_bwd) of "
+               "max|out - scan| / max|scan|, scan = the sequential family's best variant run on the same random "
+               "inputs in the same process; rel_err_vs_ref = the daemon's verification against the float64 CPU "
+               "reference (max over all outputs)"},
+      {"note_runs",
+       "timing rows: scantuned Tune (force) per shape and mode over every variant CanImplement admits, then "
+       "ListRecords of that job; each family's row is its fastest OK first-pass record (the pass that timed every "
+       "variant in the same counterbalanced rounds). The Tune request carries no timing config, so the daemon's "
+       "defaults hold: 3 warm-up launches, 2 counterbalanced rounds (forward, then reversed) x 5 samples, each "
+       "sample the mean of an inner loop sized to >= 1 ms (at most 1000 launches) between CUDA events, input sets "
+       "rotated beyond 2x L2, compile excluded. device_peak rows from fresh child processes (this binary, --child): "
+       "baseline_mb = device memory in use (cuMemGetInfo, device-wide) after context creation, peak_mb = the most in "
+       "use after allocating the mode's tensors and workspace and after each phase, delta_mb = peak - baseline (what "
+       "seed 004's per-process peak_mb compares with). max_len = largest power-of-two L (B=" +
+           std::to_string(o.shapes.empty() ? 4 : o.shapes.front().batch) +
+           ", D=1024, fwd_bwd) whose fresh-process run succeeded with tensors + workspace within the cap of " +
+           Fixed(o.mem_cap_gib, 1) +
+           " GiB (mirrors seed 004's 24 GB RTX 3090; checked before allocating and against the measured delta); "
+           "peak_mb_at_max is the delta there"},
+      {"impl_map", "impl = our variant family; seed_impl = seed 004's counterpart: sequential~scan, chunked~chunked, "
+                   "assoc~assoc, fused/fusedseg~pallas (the fused single-pass path)"},
+      {"memory_fields", "MiB (2^20 bytes). workspace_mb = the variant's scratch beyond inputs/outputs "
+                        "(record.memory.workspace_bytes); arg_mb = tensors the mode reads (u, delta, A, Bm, Cm, Dv; "
+                        "+ dy with bwd); out_mb = tensors it writes (y, h_final; + du, ddelta, dA, dBm, dCm, dDv "
+                        "with bwd)"},
+      {"floor", "max of FloorBytes / 4.25 TB/s and B*L*D*N exps (x2 in fwd_bwd: the backward recomputes them) at "
+                "132 SMs x 16/clk x 1.98 GHz"},
+  };
+}
+
+StatusOr<SsmReport> RunSsmBench(const SsmOptions& o) {
+  auto log = Logger("client");
+  const auto start = Clock::now();
+  SsmReport report;
+  report.batch = o.shapes.empty() ? 4 : o.shapes.front().batch;
+  report.state = o.state;
+  report.mem_cap_gib = o.mem_cap_gib;
+  AddProtocolNotes(o, &report);
+
+  Daemon daemon(o);
+  RETURN_IF_ERROR(daemon.client().WaitUntilServing(std::chrono::seconds(30)));
+  ASSIGN_OR_RETURN(v1::ListDevicesResponse devices, daemon.client().ListDevices());
+  const v1::DeviceInfo* device = nullptr;
+  for (const v1::DeviceInfo& d : devices.devices()) {
+    if (d.ordinal() == o.device) device = &d;
+  }
+  if (device == nullptr) {
+    return FailedPrecondition("the daemon has no GPU of ordinal " + std::to_string(o.device) +
+                              (devices.note().empty() ? "" : " (" + devices.note() + ")"));
+  }
+  daemon.uuid = device->uuid();
+  const std::string driver = NvidiaDriverVersion();
+  report.device = {{"gpu", device->name()},
+                   {"device_kind", device->name()},
+                   {"uuid", device->uuid()},
+                   {"compute_capability", std::to_string(device->cc_major()) + "." + std::to_string(device->cc_minor())},
+                   {"driver", driver.empty() ? "unknown" : driver},
+                   {"cuda_driver_api", std::to_string(device->driver_version() / 1000) + "." +
+                                           std::to_string(device->driver_version() % 1000 / 10)},
+                   {"nvrtc", device->nvrtc_version()}};
+  report.device_numbers = {{"gpu_memory_gb", static_cast<double>(device->memory_bytes()) / 1073741824.0},
+                           {"sm_count", static_cast<double>(device->sm_count())},
+                           {"sm_clock_mhz", device->sm_clock_khz() / 1000.0},
+                           {"copy_gbps", device->copy_gbps()}};
+
+  // 1. Timing rows from the daemon.
+  std::vector<Row> timing;
+  std::string daemon_version, source_hash;
+  for (const SsmShape& shape : o.shapes) {
+    for (Mode mode : o.modes) {
+      std::string tune_error;
+      auto records = TuneAndCollect(daemon, o, shape, mode, &tune_error);
+      if (!records.ok()) return records.status().Annotate("records of " + ShapeArg(shape) + " " + ModeName(mode));
+      for (const v1::Record& r : *records) {
+        if (daemon_version.empty() && !r.daemon_version().empty()) daemon_version = r.daemon_version();
+        if (source_hash.empty() && !r.source_hash().empty()) source_hash = r.source_hash();
+      }
+      std::vector<Row> rows = RowsFromPicks(BestPerFamily(*records, ToProto(mode)), shape, mode);
+      if (rows.empty()) {
+        Row row;
+        row.kind = "error";
+        row.family = "all";
+        row.mode = mode;
+        row.shape = shape;
+        row.state = "ERROR";
+        row.error = tune_error.empty() ? "no records of this problem" : tune_error;
+        rows.push_back(std::move(row));
+      }
+      AppendRows(std::move(rows), &timing);
+    }
+  }
+  report.device.push_back({"scantune_daemon", daemon_version});
+  report.device.push_back({"kernel_source_hash", source_hash});
+  log->info("timing rows done after {:.0f} s", SecondsSince(start));
+
+  // 2. rel_err_vs_scan (a context in this process, closed before the children run).
+  if (o.rel_err) {
+    Status st = MeasureRelErr(daemon, o, &timing);
+    if (!st.ok()) {
+      log->warn("rel_err_vs_scan not measured: {}", st.ToString());
+      for (Row& r : timing) {
+        if (r.kind.empty() && r.family != "sequential") r.rel_err_note = "not measured: " + st.ToString();
+      }
+    }
+    log->info("rel_err_vs_scan done after {:.0f} s", SecondsSince(start));
+  }
+  report.rows = timing;
+
+  // 3. and 4. Fresh processes.
+  if (!o.peak_shapes.empty() || o.max_len) {
+    const std::string exe = SelfExe();
+    std::string dir = o.work_dir;
+    if (dir.empty()) {
+      std::string templ = (std::filesystem::temp_directory_path() / "scantune-ssm-bench-XXXXXX").string();
+      if (mkdtemp(templ.data()) == nullptr) return Internal("mkdtemp failed: " + std::string(std::strerror(errno)));
+      dir = templ;
+    } else {
+      std::error_code ec;
+      std::filesystem::create_directories(dir, ec);
+    }
+    if (exe.empty()) return Internal("cannot find this executable (/proc/self/exe)");
+    int child_index = 0;
+    std::vector<Row> extra;
+    MeasureDevicePeaks(daemon, o, exe, dir, timing, &child_index, &extra);
+    log->info("device_peak done after {:.0f} s", SecondsSince(start));
+    if (o.max_len) {
+      MeasureMaxLen(daemon, o, exe, dir, timing, &child_index, &extra);
+      log->info("max_len done after {:.0f} s", SecondsSince(start));
+    }
+    AppendRows(std::move(extra), &report.rows);
+    if (o.work_dir.empty()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  }
+  report.notes.push_back({"wall_s", Fixed(SecondsSince(start), 1)});
+  return report;
+}
+
+int ChildMain(const SsmOptions& o) {
+  auto log = Logger("client");
+  v1::Record record;
+  auto finish = [&]() {
+    Status st = WriteBinary(o.child_out, record.SerializeAsString());
+    if (!st.ok()) {
+      log->error("child: {}", st.ToString());
+      return 1;
+    }
+    return 0;
+  };
+  v1::Candidate candidate;
+  auto bytes = ReadBinary(o.candidate_file);
+  if (!bytes.ok() || !candidate.ParseFromString(*bytes)) {
+    record.set_detail("cannot read the candidate " + o.candidate_file);
+    return finish();
+  }
+  record.set_variant(candidate.variant());
+  auto driver = CudaDriver::Load();
+  if (!driver.ok()) {
+    record.set_detail(driver.status().ToString());
+    return finish();
+  }
+  auto ctx = GpuContext::Open(*driver, o.device);
+  if (!ctx.ok()) {
+    record.set_detail(ctx.status().ToString());
+    return finish();
+  }
+  const Problem problem = SsmProblem(o.child_shape, o.child_mode);
+  const auto start = Clock::now();
+  const OpCase inputs = OpIoFor(problem.op).Prepare(problem, o.seed, /*check=*/false);
+  auto run = RunCandidate(**ctx, problem, candidate, inputs, /*download=*/false, o.kernel_timeout_ms);
+  if (!run.ok()) {
+    record.set_detail(run.status().ToString());
+    return finish();
+  }
+  record.set_state(run->state);
+  record.set_detail(run->error);
+  v1::Memory* m = record.mutable_memory();
+  m->set_baseline_bytes(run->in_use_before);
+  m->set_peak_bytes(run->in_use_peak);
+  m->set_delta_bytes(run->in_use_peak - run->in_use_before);
+  m->set_workspace_bytes(candidate.workspace_bytes());
+  log->info("child {} {} {}: {} in {:.1f} s, delta {:.1f} MiB", candidate.variant(), ShapeArg(o.child_shape),
+            ModeName(o.child_mode), v1::ResultState_Name(run->state), SecondsSince(start),
+            Mib(m->delta_bytes()));
+  return finish();
+}
+
+// ------------------------------------------------------------------ dry run
+
+SsmReport DryRunReport(const SsmOptions& o) {
+  SsmReport report;
+  report.dry_run = true;
+  report.batch = o.shapes.empty() ? 4 : o.shapes.front().batch;
+  report.state = o.state;
+  report.mem_cap_gib = o.mem_cap_gib;
+  AddProtocolNotes(o, &report);
+  report.device = {{"gpu", "no GPU"}, {"device_kind", "none"}, {"driver", "none"}, {"nvrtc", "none"}};
+
+  // Up to two real variants per family, so names, families and plans are the real ones.
+  std::map<std::string, std::vector<Variant>> by_family;
+  for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
+    auto& list = by_family[FamilyOf(v.Name())];
+    if (list.size() < 2) list.push_back(v);
+  }
+  // Synthetic medians: multiples of the floor, per family.
+  const std::map<std::string, double> factor = {
+      {"sequential", 40.0}, {"chunked", 12.0}, {"fused", 3.0}, {"fusedseg", 2.5}};
+  const DeviceLimits limits;
+  int64_t id = 0;
+  std::vector<Row> timing;
+  for (const SsmShape& shape : o.shapes) {
+    for (Mode mode : o.modes) {
+      const Problem problem = SsmProblem(shape, mode);
+      const double floor_ms = FloorOf(problem).ms();
+      std::vector<v1::Record> records;
+      const bool largest = shape.dim >= 1024 && shape.seq >= 8192 && mode == Mode::kFwdBwd;
+      for (const auto& [family, variants] : by_family) {
+        for (size_t k = 0; k < variants.size(); ++k) {
+          v1::Record r;
+          r.set_id(++id);
+          r.set_variant(variants[k].Name());
+          r.set_origin("tuned");
+          r.set_compile_ms(800.0 + 100.0 * k);
+          auto plan = MakePlan(variants[k], problem, limits);
+          if (!plan.ok()) continue;  // pruned: no record, as in the daemon
+          r.mutable_memory()->set_workspace_bytes(plan->workspace_bytes);
+          if (largest && family == "chunked") {
+            r.set_state(v1::OUT_OF_MEMORY);
+            r.set_detail("cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (synthetic)");
+            records.push_back(std::move(r));
+            continue;
+          }
+          r.set_state(v1::OK);
+          r.set_rel_err(2e-7 * (k + 1));
+          const double median = floor_ms * (factor.count(family) ? factor.at(family) : 5.0) * (1.0 + 0.1 * k);
+          v1::Stats* s = mode == Mode::kFwd ? r.mutable_fwd() : r.mutable_fwd_bwd();
+          s->set_median_ms(median);
+          s->set_q1_ms(median * 0.99);
+          s->set_q3_ms(median * 1.01);
+          s->set_inner_count(static_cast<int>(std::clamp(1.0 / median, 1.0, 1000.0)));
+          records.push_back(std::move(r));
+        }
+      }
+      std::vector<Row> rows = RowsFromPicks(BestPerFamily(records, ToProto(mode)), shape, mode);
+      for (Row& r : rows) {
+        if (r.kind.empty() && r.family != "sequential") r.rel_err_vs_scan = 3e-7;
+      }
+      AppendRows(std::move(rows), &timing);
+    }
+  }
+  report.rows = timing;
+  // device_peak: planned bytes over a synthetic 500 MiB context; sequential fwd_bwd at the longest shape "fails".
+  for (const SsmShape& shape : o.peak_shapes) {
+    for (Mode mode : o.modes) {
+      for (const Row& t : timing) {
+        if (!t.kind.empty() || t.shape != shape || t.mode != mode) continue;
+        Row row;
+        row.kind = "device_peak";
+        row.family = t.family;
+        row.variant = t.variant;
+        row.mode = mode;
+        row.shape = shape;
+        const Problem problem = SsmProblem(shape, mode);
+        auto variant = Variant::Parse(t.variant);
+        auto plan = variant.ok() ? MakePlan(*variant, problem, limits) : StatusOr<LaunchPlan>(variant.status());
+        const uint64_t ws = plan.ok() ? plan->workspace_bytes : 0;
+        row.need_mb = Mib(NeedBytes(problem, ws));
+        if (t.family == "sequential" && mode == Mode::kFwdBwd && shape.seq >= 8192) {
+          row.error = "OUT_OF_MEMORY: cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (synthetic)";
+        } else {
+          row.baseline_mb = 500.0;
+          row.delta_mb = row.need_mb + 2.0;
+          row.peak_mb = row.baseline_mb + row.delta_mb;
+        }
+        report.rows.push_back(std::move(row));
+      }
+    }
+  }
+  // max_len from the plans alone: the cap decides.
+  if (o.max_len) {
+    const Row* anchor = nullptr;
+    for (const Row& t : timing) {
+      if (!t.kind.empty() || t.mode != Mode::kFwdBwd) continue;
+      if (anchor == nullptr || std::tie(t.shape.dim, t.shape.seq) > std::tie(anchor->shape.dim, anchor->shape.seq) ||
+          (t.shape == anchor->shape && t.median_ms < anchor->median_ms)) {
+        anchor = &t;
+      }
+    }
+    if (anchor != nullptr) {
+      Row row;
+      row.kind = "max_len";
+      row.family = anchor->family;
+      row.variant = anchor->variant;
+      row.mode = Mode::kFwdBwd;
+      row.shape = {anchor->shape.batch, 0, 1024, anchor->shape.state};
+      row.limit = LengthLimit(row.shape);
+      auto variant = Variant::Parse(anchor->variant);
+      for (int64_t seq = o.max_len_start; variant.ok() && seq <= row.limit; seq *= 2) {
+        SsmShape shape = row.shape;
+        shape.seq = seq;
+        const Problem problem = SsmProblem(shape, Mode::kFwdBwd);
+        auto plan = MakePlan(*variant, problem, limits);
+        if (!plan.ok()) {
+          row.first_failure = "cannot implement: " + plan.status().ToString();
+          row.first_failure_seq = seq;
+          break;
+        }
+        const uint64_t need = NeedBytes(problem, plan->workspace_bytes);
+        if (need > CapBytes(o)) {
+          row.first_failure = "needs " + Fixed(Mib(need), 1) + " MiB, over the cap of " + Fixed(o.mem_cap_gib, 1) +
+                              " GiB";
+          row.first_failure_seq = seq;
+          break;
+        }
+        row.max_seq = seq;
+        row.need_mb_at_max = Mib(need);
+        row.peak_mb_at_max = Mib(need) + 2.0;
+      }
+      report.rows.push_back(std::move(row));
+    }
+  }
+  return report;
+}
+
+}  // namespace scantune::ssmbench
