@@ -33,28 +33,19 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// --deadline-s: past it, what is left is skipped (and says so in its row), so
+// that a bounded GPU session still gets its JSON.
+struct Budget {
+  Clock::time_point start = Clock::now();
+  double deadline_s = 0;  // 0: none
+  bool Over() const { return deadline_s > 0 && SecondsSince(start) > deadline_s; }
+  std::string Why() const { return "skipped: past --deadline-s " + std::to_string(static_cast<int>(deadline_s)); }
+};
+
 std::string Fixed(double v, int digits) {
   char b[64];
   std::snprintf(b, sizeof(b), "%.*f", digits, v);
   return b;
-}
-
-std::string ShapeArg(const SsmShape& s) {
-  return std::to_string(s.batch) + "x" + std::to_string(s.seq) + "x" + std::to_string(s.dim);
-}
-
-uint64_t CapBytes(const SsmOptions& o) { return static_cast<uint64_t>(o.mem_cap_gib * 1073741824.0); }
-
-// What a direct run of the problem allocates: its mode's tensors and the workspace.
-uint64_t NeedBytes(const Problem& problem, uint64_t workspace_bytes) {
-  const TensorBytes t = TensorBytesOf(problem);
-  return t.args + t.outs + workspace_bytes;
-}
-
-// The largest L the service accepts at (B, D): ProblemLimits' length and element caps.
-int64_t LengthLimit(const SsmShape& shape) {
-  const ProblemLimits limits;
-  return std::min(limits.max_length, limits.max_elements / (shape.batch * shape.dim));
 }
 
 // The selective_scan problem this bench asks about, as a record holds it.
@@ -155,14 +146,14 @@ StatusOr<std::vector<v1::Record>> TuneAndCollect(Daemon& daemon, const SsmOption
   req.set_force(true);
   auto selection = daemon.client().Tune(req, [&](const v1::TuneProgress& p) {
     if (p.job_id() != 0) job_id = p.job_id();
-    if (p.stage() == v1::TuneProgress::FAILED) log->warn("tune {} {}: {}", ShapeArg(shape), ModeName(mode), p.message());
+    if (p.stage() == v1::TuneProgress::FAILED) log->warn("tune {} {}: {}", ArgOf(shape), ModeName(mode), p.message());
   });
   if (selection.ok()) {
-    log->info("tuned {} {} in {:.1f} s: {} ({:.4f} ms)", ShapeArg(shape), ModeName(mode), SecondsSince(start),
+    log->info("tuned {} {} in {:.1f} s: {} ({:.4f} ms)", ArgOf(shape), ModeName(mode), SecondsSince(start),
               selection->variant(), selection->median_ms());
   } else {
     *tune_error = selection.status().ToString();
-    log->warn("tune {} {} failed after {:.1f} s: {}", ShapeArg(shape), ModeName(mode), SecondsSince(start),
+    log->warn("tune {} {} failed after {:.1f} s: {}", ArgOf(shape), ModeName(mode), SecondsSince(start),
               *tune_error);
   }
   ASSIGN_OR_RETURN(std::vector<v1::Record> after, daemon.Records(shape, mode));
@@ -212,7 +203,7 @@ StatusOr<v1::Record> RunChild(const SsmOptions& o, const std::string& exe, const
                                    "--child",
                                    "--candidate", cand_path,
                                    "--child-out", out_path,
-                                   "--shape", ShapeArg(shape),
+                                   "--shape", ArgOf(shape),
                                    "--mode", ModeName(mode),
                                    "--state", std::to_string(shape.state),
                                    "--device", std::to_string(o.device),
@@ -263,7 +254,7 @@ std::string FailureText(const v1::Record& r) {
 
 // rel_err_vs_scan of every timing row: each family's variant and the
 // sequential family's on the same inputs, in this process.
-Status MeasureRelErr(Daemon& daemon, const SsmOptions& o, std::vector<Row>* rows) {
+Status MeasureRelErr(Daemon& daemon, const SsmOptions& o, const Budget& budget, std::vector<Row>* rows) {
   auto log = Logger("client");
   ASSIGN_OR_RETURN(const CudaDriver* driver, CudaDriver::Load());
   ASSIGN_OR_RETURN(std::unique_ptr<GpuContext> ctx, GpuContext::Open(driver, o.device));
@@ -284,8 +275,8 @@ Status MeasureRelErr(Daemon& daemon, const SsmOptions& o, std::vector<Row>* rows
         if (r != scan) r->rel_err_note = why;
       }
     };
-    if (!lost.empty()) {
-      note_all(lost);
+    if (!lost.empty() || budget.Over()) {
+      note_all(lost.empty() ? budget.Why() : lost);
       continue;
     }
     if (scan == nullptr) {
@@ -315,7 +306,7 @@ Status MeasureRelErr(Daemon& daemon, const SsmOptions& o, std::vector<Row>* rows
         if (run->context_lost) lost = "not measured: the context was lost at " + r->variant + " (" + failed + ")";
       }
       if (!failed.empty()) {
-        log->warn("rel_err run of {} at {} {}: {}", r->variant, ShapeArg(first.shape), ModeName(first.mode), failed);
+        log->warn("rel_err run of {} at {} {}: {}", r->variant, ArgOf(first.shape), ModeName(first.mode), failed);
         r->rel_err_note = "direct run failed: " + failed;
         if (r == scan) note_all("the sequential run failed: " + failed);
         if (!lost.empty()) break;
@@ -327,15 +318,16 @@ Status MeasureRelErr(Daemon& daemon, const SsmOptions& o, std::vector<Row>* rows
         r->rel_err_vs_scan = RelErrVsScan(run->outputs, reference);
       }
     }
-    log->info("rel_err_vs_scan at {} {}: {} families in {:.1f} s", ShapeArg(first.shape), ModeName(first.mode),
+    log->info("rel_err_vs_scan at {} {}: {} families in {:.1f} s", ArgOf(first.shape), ModeName(first.mode),
               group.size(), SecondsSince(start));
   }
   return Status::Ok();
 }
 
 // device_peak rows: one fresh process per (shape, mode, family).
-void MeasureDevicePeaks(Daemon& daemon, const SsmOptions& o, const std::string& exe, const std::string& dir,
-                        const std::vector<Row>& timing, int* child_index, std::vector<Row>* out) {
+void MeasureDevicePeaks(Daemon& daemon, const SsmOptions& o, const Budget& budget, const std::string& exe,
+                        const std::string& dir, const std::vector<Row>& timing, int* child_index,
+                        std::vector<Row>* out) {
   auto log = Logger("client");
   for (const SsmShape& shape : o.peak_shapes) {
     for (Mode mode : o.modes) {
@@ -350,6 +342,11 @@ void MeasureDevicePeaks(Daemon& daemon, const SsmOptions& o, const std::string& 
         row.mode = mode;
         row.shape = shape;
         const Problem problem = SsmProblem(shape, mode);
+        if (budget.Over()) {
+          row.error = budget.Why();
+          out->push_back(std::move(row));
+          continue;
+        }
         auto candidate = daemon.Candidate(problem, t.variant);
         if (!candidate.ok()) {
           row.error = "GetKernel: " + candidate.status().ToString();
@@ -367,11 +364,11 @@ void MeasureDevicePeaks(Daemon& daemon, const SsmOptions& o, const std::string& 
           row.peak_mb = Mib(record->memory().peak_bytes());
           row.delta_mb = Mib(record->memory().delta_bytes());
         }
-        log->info("device_peak {} {} {}: {}", t.family, ShapeArg(shape), ModeName(mode),
+        log->info("device_peak {} {} {}: {}", t.family, ArgOf(shape), ModeName(mode),
                   row.error.empty() ? "delta " + Fixed(row.delta_mb, 1) + " MiB" : row.error);
         out->push_back(std::move(row));
       }
-      if (!any) log->warn("device_peak: {} {} was not timed; no rows", ShapeArg(shape), ModeName(mode));
+      if (!any) log->warn("device_peak: {} {} was not timed; no rows", ArgOf(shape), ModeName(mode));
     }
   }
 }
@@ -379,36 +376,22 @@ void MeasureDevicePeaks(Daemon& daemon, const SsmOptions& o, const std::string& 
 // max_len rows: L = 2^k upward at B = 4 (the timing shapes' B), D = 1024,
 // fwd_bwd, one fresh process per L, until the need passes the cap, a run
 // fails, or the service's length limit is reached.
-void MeasureMaxLen(Daemon& daemon, const SsmOptions& o, const std::string& exe, const std::string& dir,
-                   const std::vector<Row>& timing, int* child_index, std::vector<Row>* out) {
+void MeasureMaxLen(Daemon& daemon, const SsmOptions& o, const Budget& budget, const std::string& exe,
+                   const std::string& dir, const std::vector<Row>& timing, int* child_index, std::vector<Row>* out) {
   auto log = Logger("client");
-  // The reference shape: the largest fwd_bwd shape timed (D first, then L).
-  const Row* anchor = nullptr;
-  for (const Row& t : timing) {
-    if (!t.kind.empty() || t.mode != Mode::kFwdBwd) continue;
-    if (anchor == nullptr || std::tie(t.shape.dim, t.shape.seq) > std::tie(anchor->shape.dim, anchor->shape.seq) ||
-        (t.shape == anchor->shape && t.median_ms < anchor->median_ms)) {
-      anchor = &t;
-    }
-  }
-  if (anchor == nullptr) {
+  const std::vector<const Row*> families = MaxLenFamilies(timing, o.max_len_all);
+  if (families.empty()) {
     log->warn("max_len: no OK fwd_bwd row; skipped");
     return;
   }
-  std::vector<const Row*> families;
-  for (const Row& t : timing) {
-    if (t.kind.empty() && t.mode == Mode::kFwdBwd && t.shape == anchor->shape && (o.max_len_all || &t == anchor)) {
-      families.push_back(&t);
-    }
-  }
-  const uint64_t cap = CapBytes(o);
+  const uint64_t cap = CapBytes(o.mem_cap_gib);
   for (const Row* fam : families) {
     Row row;
     row.kind = "max_len";
     row.family = fam->family;
     row.variant = fam->variant;
     row.mode = Mode::kFwdBwd;
-    row.shape = {anchor->shape.batch, 0, 1024, anchor->shape.state};
+    row.shape = {fam->shape.batch, 0, 1024, fam->shape.state};
     row.limit = LengthLimit(row.shape);
     for (int64_t seq = o.max_len_start; seq <= row.limit; seq *= 2) {
       SsmShape shape = row.shape;
@@ -428,6 +411,10 @@ void MeasureMaxLen(Daemon& daemon, const SsmOptions& o, const std::string& exe, 
         fail("needs " + Fixed(Mib(need), 1) + " MiB (tensors " + Fixed(Mib(need - candidate->workspace_bytes()), 1) +
              " + workspace " + Fixed(Mib(candidate->workspace_bytes()), 1) + "), over the cap of " +
              Fixed(o.mem_cap_gib, 1) + " GiB");
+        break;
+      }
+      if (budget.Over()) {
+        fail(budget.Why());
         break;
       }
       auto record = RunChild(o, exe, dir, (*child_index)++, *candidate, shape, Mode::kFwdBwd);
@@ -472,46 +459,17 @@ std::string NvidiaDriverVersion() {
 
 }  // namespace
 
-void AddProtocolNotes(const SsmOptions& o, SsmReport* report) {
-  report->notes = {
-      {"note", "rel_err_vs_scan = max over the compared tensors (y in fwd; every gradient in fwd_bwd) of "
-               "max|out - scan| / max|scan|, scan = the sequential family's best variant run on the same random "
-               "inputs in the same process; rel_err_vs_ref = the daemon's verification against the float64 CPU "
-               "reference (max over all outputs)"},
-      {"note_runs",
-       "timing rows: scantuned Tune (force) per shape and mode over every variant CanImplement admits, then "
-       "ListRecords of that job; each family's row is its fastest OK first-pass record (the pass that timed every "
-       "variant in the same counterbalanced rounds). The Tune request carries no timing config, so the daemon's "
-       "defaults hold: 3 warm-up launches, 2 counterbalanced rounds (forward, then reversed) x 5 samples, each "
-       "sample the mean of an inner loop sized to >= 1 ms (at most 1000 launches) between CUDA events, input sets "
-       "rotated beyond 2x L2, compile excluded. device_peak rows from fresh child processes (this binary, --child): "
-       "baseline_mb = device memory in use (cuMemGetInfo, device-wide) after context creation, peak_mb = the most in "
-       "use after allocating the mode's tensors and workspace and after each phase, delta_mb = peak - baseline (what "
-       "seed 004's per-process peak_mb compares with). max_len = largest power-of-two L (B=" +
-           std::to_string(o.shapes.empty() ? 4 : o.shapes.front().batch) +
-           ", D=1024, fwd_bwd) whose fresh-process run succeeded with tensors + workspace within the cap of " +
-           Fixed(o.mem_cap_gib, 1) +
-           " GiB (mirrors seed 004's 24 GB RTX 3090; checked before allocating and against the measured delta); "
-           "peak_mb_at_max is the delta there"},
-      {"impl_map", "impl = our variant family; seed_impl = seed 004's counterpart: sequential~scan, chunked~chunked, "
-                   "assoc~assoc, fused/fusedseg~pallas (the fused single-pass path)"},
-      {"memory_fields", "MiB (2^20 bytes). workspace_mb = the variant's scratch beyond inputs/outputs "
-                        "(record.memory.workspace_bytes); arg_mb = tensors the mode reads (u, delta, A, Bm, Cm, Dv; "
-                        "+ dy with bwd); out_mb = tensors it writes (y, h_final; + du, ddelta, dA, dBm, dCm, dDv "
-                        "with bwd)"},
-      {"floor", "max of FloorBytes / 4.25 TB/s and B*L*D*N exps (x2 in fwd_bwd: the backward recomputes them) at "
-                "132 SMs x 16/clk x 1.98 GHz"},
-  };
-}
-
 StatusOr<SsmReport> RunSsmBench(const SsmOptions& o) {
   auto log = Logger("client");
   const auto start = Clock::now();
+  Budget budget;
+  budget.start = start;
+  budget.deadline_s = o.deadline_s;
   SsmReport report;
   report.batch = o.shapes.empty() ? 4 : o.shapes.front().batch;
   report.state = o.state;
   report.mem_cap_gib = o.mem_cap_gib;
-  AddProtocolNotes(o, &report);
+  AddProtocolNotes(o.mem_cap_gib, &report);
 
   Daemon daemon(o);
   RETURN_IF_ERROR(daemon.client().WaitUntilServing(std::chrono::seconds(30)));
@@ -544,9 +502,20 @@ StatusOr<SsmReport> RunSsmBench(const SsmOptions& o) {
   std::string daemon_version, source_hash;
   for (const SsmShape& shape : o.shapes) {
     for (Mode mode : o.modes) {
+      if (budget.Over()) {
+        Row row;
+        row.kind = "error";
+        row.family = "all";
+        row.mode = mode;
+        row.shape = shape;
+        row.state = "SKIPPED";
+        row.error = budget.Why();
+        timing.push_back(std::move(row));
+        continue;
+      }
       std::string tune_error;
       auto records = TuneAndCollect(daemon, o, shape, mode, &tune_error);
-      if (!records.ok()) return records.status().Annotate("records of " + ShapeArg(shape) + " " + ModeName(mode));
+      if (!records.ok()) return records.status().Annotate("records of " + ArgOf(shape) + " " + ModeName(mode));
       for (const v1::Record& r : *records) {
         if (daemon_version.empty() && !r.daemon_version().empty()) daemon_version = r.daemon_version();
         if (source_hash.empty() && !r.source_hash().empty()) source_hash = r.source_hash();
@@ -571,7 +540,7 @@ StatusOr<SsmReport> RunSsmBench(const SsmOptions& o) {
 
   // 2. rel_err_vs_scan (a context in this process, closed before the children run).
   if (o.rel_err) {
-    Status st = MeasureRelErr(daemon, o, &timing);
+    Status st = MeasureRelErr(daemon, o, budget, &timing);
     if (!st.ok()) {
       log->warn("rel_err_vs_scan not measured: {}", st.ToString());
       for (Row& r : timing) {
@@ -597,10 +566,10 @@ StatusOr<SsmReport> RunSsmBench(const SsmOptions& o) {
     if (exe.empty()) return Internal("cannot find this executable (/proc/self/exe)");
     int child_index = 0;
     std::vector<Row> extra;
-    MeasureDevicePeaks(daemon, o, exe, dir, timing, &child_index, &extra);
+    MeasureDevicePeaks(daemon, o, budget, exe, dir, timing, &child_index, &extra);
     log->info("device_peak done after {:.0f} s", SecondsSince(start));
     if (o.max_len) {
-      MeasureMaxLen(daemon, o, exe, dir, timing, &child_index, &extra);
+      MeasureMaxLen(daemon, o, budget, exe, dir, timing, &child_index, &extra);
       log->info("max_len done after {:.0f} s", SecondsSince(start));
     }
     AppendRows(std::move(extra), &report.rows);
@@ -656,147 +625,10 @@ int ChildMain(const SsmOptions& o) {
   m->set_peak_bytes(run->in_use_peak);
   m->set_delta_bytes(run->in_use_peak - run->in_use_before);
   m->set_workspace_bytes(candidate.workspace_bytes());
-  log->info("child {} {} {}: {} in {:.1f} s, delta {:.1f} MiB", candidate.variant(), ShapeArg(o.child_shape),
+  log->info("child {} {} {}: {} in {:.1f} s, delta {:.1f} MiB", candidate.variant(), ArgOf(o.child_shape),
             ModeName(o.child_mode), v1::ResultState_Name(run->state), SecondsSince(start),
             Mib(m->delta_bytes()));
   return finish();
-}
-
-// ------------------------------------------------------------------ dry run
-
-SsmReport DryRunReport(const SsmOptions& o) {
-  SsmReport report;
-  report.dry_run = true;
-  report.batch = o.shapes.empty() ? 4 : o.shapes.front().batch;
-  report.state = o.state;
-  report.mem_cap_gib = o.mem_cap_gib;
-  AddProtocolNotes(o, &report);
-  report.device = {{"gpu", "no GPU"}, {"device_kind", "none"}, {"driver", "none"}, {"nvrtc", "none"}};
-
-  // Up to two real variants per family, so names, families and plans are the real ones.
-  std::map<std::string, std::vector<Variant>> by_family;
-  for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
-    auto& list = by_family[FamilyOf(v.Name())];
-    if (list.size() < 2) list.push_back(v);
-  }
-  // Synthetic medians: multiples of the floor, per family.
-  const std::map<std::string, double> factor = {
-      {"sequential", 40.0}, {"chunked", 12.0}, {"fused", 3.0}, {"fusedseg", 2.5}};
-  const DeviceLimits limits;
-  int64_t id = 0;
-  std::vector<Row> timing;
-  for (const SsmShape& shape : o.shapes) {
-    for (Mode mode : o.modes) {
-      const Problem problem = SsmProblem(shape, mode);
-      const double floor_ms = FloorOf(problem).ms();
-      std::vector<v1::Record> records;
-      const bool largest = shape.dim >= 1024 && shape.seq >= 8192 && mode == Mode::kFwdBwd;
-      for (const auto& [family, variants] : by_family) {
-        for (size_t k = 0; k < variants.size(); ++k) {
-          v1::Record r;
-          r.set_id(++id);
-          r.set_variant(variants[k].Name());
-          r.set_origin("tuned");
-          r.set_compile_ms(800.0 + 100.0 * k);
-          auto plan = MakePlan(variants[k], problem, limits);
-          if (!plan.ok()) continue;  // pruned: no record, as in the daemon
-          r.mutable_memory()->set_workspace_bytes(plan->workspace_bytes);
-          if (largest && family == "chunked") {
-            r.set_state(v1::OUT_OF_MEMORY);
-            r.set_detail("cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (synthetic)");
-            records.push_back(std::move(r));
-            continue;
-          }
-          r.set_state(v1::OK);
-          r.set_rel_err(2e-7 * (k + 1));
-          const double median = floor_ms * (factor.count(family) ? factor.at(family) : 5.0) * (1.0 + 0.1 * k);
-          v1::Stats* s = mode == Mode::kFwd ? r.mutable_fwd() : r.mutable_fwd_bwd();
-          s->set_median_ms(median);
-          s->set_q1_ms(median * 0.99);
-          s->set_q3_ms(median * 1.01);
-          s->set_inner_count(static_cast<int>(std::clamp(1.0 / median, 1.0, 1000.0)));
-          records.push_back(std::move(r));
-        }
-      }
-      std::vector<Row> rows = RowsFromPicks(BestPerFamily(records, ToProto(mode)), shape, mode);
-      for (Row& r : rows) {
-        if (r.kind.empty() && r.family != "sequential") r.rel_err_vs_scan = 3e-7;
-      }
-      AppendRows(std::move(rows), &timing);
-    }
-  }
-  report.rows = timing;
-  // device_peak: planned bytes over a synthetic 500 MiB context; sequential fwd_bwd at the longest shape "fails".
-  for (const SsmShape& shape : o.peak_shapes) {
-    for (Mode mode : o.modes) {
-      for (const Row& t : timing) {
-        if (!t.kind.empty() || t.shape != shape || t.mode != mode) continue;
-        Row row;
-        row.kind = "device_peak";
-        row.family = t.family;
-        row.variant = t.variant;
-        row.mode = mode;
-        row.shape = shape;
-        const Problem problem = SsmProblem(shape, mode);
-        auto variant = Variant::Parse(t.variant);
-        auto plan = variant.ok() ? MakePlan(*variant, problem, limits) : StatusOr<LaunchPlan>(variant.status());
-        const uint64_t ws = plan.ok() ? plan->workspace_bytes : 0;
-        row.need_mb = Mib(NeedBytes(problem, ws));
-        if (t.family == "sequential" && mode == Mode::kFwdBwd && shape.seq >= 8192) {
-          row.error = "OUT_OF_MEMORY: cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (synthetic)";
-        } else {
-          row.baseline_mb = 500.0;
-          row.delta_mb = row.need_mb + 2.0;
-          row.peak_mb = row.baseline_mb + row.delta_mb;
-        }
-        report.rows.push_back(std::move(row));
-      }
-    }
-  }
-  // max_len from the plans alone: the cap decides.
-  if (o.max_len) {
-    const Row* anchor = nullptr;
-    for (const Row& t : timing) {
-      if (!t.kind.empty() || t.mode != Mode::kFwdBwd) continue;
-      if (anchor == nullptr || std::tie(t.shape.dim, t.shape.seq) > std::tie(anchor->shape.dim, anchor->shape.seq) ||
-          (t.shape == anchor->shape && t.median_ms < anchor->median_ms)) {
-        anchor = &t;
-      }
-    }
-    if (anchor != nullptr) {
-      Row row;
-      row.kind = "max_len";
-      row.family = anchor->family;
-      row.variant = anchor->variant;
-      row.mode = Mode::kFwdBwd;
-      row.shape = {anchor->shape.batch, 0, 1024, anchor->shape.state};
-      row.limit = LengthLimit(row.shape);
-      auto variant = Variant::Parse(anchor->variant);
-      for (int64_t seq = o.max_len_start; variant.ok() && seq <= row.limit; seq *= 2) {
-        SsmShape shape = row.shape;
-        shape.seq = seq;
-        const Problem problem = SsmProblem(shape, Mode::kFwdBwd);
-        auto plan = MakePlan(*variant, problem, limits);
-        if (!plan.ok()) {
-          row.first_failure = "cannot implement: " + plan.status().ToString();
-          row.first_failure_seq = seq;
-          break;
-        }
-        const uint64_t need = NeedBytes(problem, plan->workspace_bytes);
-        if (need > CapBytes(o)) {
-          row.first_failure = "needs " + Fixed(Mib(need), 1) + " MiB, over the cap of " + Fixed(o.mem_cap_gib, 1) +
-                              " GiB";
-          row.first_failure_seq = seq;
-          break;
-        }
-        row.max_seq = seq;
-        row.need_mb_at_max = Mib(need);
-        row.peak_mb_at_max = Mib(need) + 2.0;
-      }
-      report.rows.push_back(std::move(row));
-    }
-  }
-  return report;
 }
 
 }  // namespace scantune::ssmbench

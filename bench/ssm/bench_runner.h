@@ -25,7 +25,4 @@ SsmReport DryRunReport(const SsmOptions& options);
 // options.child_out. Exit code 0 when the record was written.
 int ChildMain(const SsmOptions& options);
 
-// The config notes that describe the protocol (also in the dry run).
-void AddProtocolNotes(const SsmOptions& options, SsmReport* report);
-
 }  // namespace scantune::ssmbench

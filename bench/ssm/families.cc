@@ -125,4 +125,23 @@ std::vector<Row> RowsFromPicks(const std::vector<FamilyPick>& picks, const SsmSh
   return rows;
 }
 
+std::vector<const Row*> MaxLenFamilies(const std::vector<Row>& rows, bool all) {
+  const Row* anchor = nullptr;
+  for (const Row& t : rows) {
+    if (!t.kind.empty() || t.mode != Mode::kFwdBwd) continue;
+    if (anchor == nullptr || std::tie(t.shape.dim, t.shape.seq) > std::tie(anchor->shape.dim, anchor->shape.seq) ||
+        (t.shape == anchor->shape && t.median_ms < anchor->median_ms)) {
+      anchor = &t;
+    }
+  }
+  if (anchor == nullptr) return {};
+  std::vector<const Row*> out = {anchor};
+  for (const Row& t : rows) {
+    if (all && &t != anchor && t.kind.empty() && t.mode == Mode::kFwdBwd && t.shape == anchor->shape) {
+      out.push_back(&t);
+    }
+  }
+  return out;
+}
+
 }  // namespace scantune::ssmbench

@@ -56,4 +56,9 @@ std::vector<FamilyPick> BestPerFamily(const std::vector<v1::Record>& records, v1
 // without one (its state and detail). rel_err_vs_scan is left for the caller.
 std::vector<Row> RowsFromPicks(const std::vector<FamilyPick>& picks, const SsmShape& shape, Mode mode);
 
+// The rows max_len runs for: at the largest fwd_bwd shape timed (D first,
+// then L), the fastest OK family (the best fwd_bwd family) first, then with
+// `all` every other OK family there. Empty without an OK fwd_bwd row.
+std::vector<const Row*> MaxLenFamilies(const std::vector<Row>& rows, bool all);
+
 }  // namespace scantune::ssmbench

@@ -34,6 +34,7 @@ ArgParser MakeParser() {
   p.AddFlag("mem-cap-gb", "GIB", "max_len memory cap in GiB, 2^30 bytes (default 24, seed 004's RTX 3090)");
   p.AddFlag("child-timeout-s", "S", "a fresh-process measurement still running after this is killed (default 300)");
   p.AddFlag("kernel-timeout-ms", "MS", "a phase of a direct run still running after this fails (default 60000)");
+  p.AddFlag("deadline-s", "S", "past this many seconds, skip what is left (its rows say so) and write the JSON (default: none)");
   p.AddFlag("work-dir", "DIR", "candidates and child results (default a fresh directory under /tmp)");
   p.AddBool("dry-run", "no GPU and no daemon: synthetic records through the same selection, JSON writer and table");
   p.AddBool("help", "this text");
@@ -148,6 +149,9 @@ StatusOr<SsmOptions> ParseOptions(const std::vector<std::string>& args) {
   ASSIGN_OR_RETURN(o.mem_cap_gib, DoubleFlag(p, "mem-cap-gb", o.mem_cap_gib, 0.0, 1e6));
   ASSIGN_OR_RETURN(o.child_timeout_s, DoubleFlag(p, "child-timeout-s", o.child_timeout_s, 0.0, 86400.0));
   ASSIGN_OR_RETURN(o.kernel_timeout_ms, DoubleFlag(p, "kernel-timeout-ms", o.kernel_timeout_ms, 0.0, 3.6e6));
+  if (p.Has("deadline-s")) {
+    ASSIGN_OR_RETURN(o.deadline_s, DoubleFlag(p, "deadline-s", 0.0, 0.0, 86400.0));
+  }
   o.work_dir = p.GetOr("work-dir", "");
   o.dry_run = p.GetBool("dry-run");
 

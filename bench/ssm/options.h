@@ -31,6 +31,7 @@ struct SsmOptions {
   double mem_cap_gib = 24.0;           // max_len cap, GiB (2^30 bytes): seed 004's 24 GB RTX 3090
   double child_timeout_s = 300.0;
   double kernel_timeout_ms = 60000.0;
+  double deadline_s = 0;               // past this, the rest is skipped (rows say so); 0: none
   std::string work_dir;                // candidates and child results; empty: a fresh /tmp dir
   bool dry_run = false;
   bool help = false;

@@ -17,6 +17,30 @@ namespace scantune::ssmbench {
 
 using mixer::JsonWriter;
 
+namespace {
+
+std::string Fixed(double v, int digits = 3) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.*f", digits, v);
+  return b;
+}
+std::string Sci(double v) {
+  char b[64];
+  std::snprintf(b, sizeof(b), "%.2e", v);
+  return b;
+}
+std::string Short(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+
+// Our tail of an error for one table cell: "OUT_OF_MEMORY" or the first words.
+std::string ErrorWord(const std::string& error) {
+  if (error.find("Out of memory") != std::string::npos || error.find("RESOURCE_EXHAUSTED") != std::string::npos) {
+    return "OOM";
+  }
+  return Short(error, 24);
+}
+
+}  // namespace
+
 std::string SsmShape::ToString() const {
   return std::to_string(batch) + "x" + std::to_string(seq) + "x" + std::to_string(dim) + " N" + std::to_string(state);
 }
@@ -44,6 +68,22 @@ TensorBytes TensorBytesOf(const Problem& problem) {
     }
   }
   return t;
+}
+
+uint64_t NeedBytes(const Problem& problem, uint64_t workspace_bytes) {
+  const TensorBytes t = TensorBytesOf(problem);
+  return t.args + t.outs + workspace_bytes;
+}
+
+uint64_t CapBytes(double gib) { return static_cast<uint64_t>(gib * 1073741824.0); }
+
+int64_t LengthLimit(const SsmShape& shape) {
+  const ProblemLimits limits;
+  return std::min(limits.max_length, limits.max_elements / (shape.batch * shape.dim));
+}
+
+std::string ArgOf(const SsmShape& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.seq) + "x" + std::to_string(s.dim);
 }
 
 // ---------------------------------------------------------------- JSON
@@ -119,6 +159,38 @@ void WriteRow(JsonWriter& w, const Row& r) {
 }
 
 }  // namespace
+
+void AddProtocolNotes(double mem_cap_gib, SsmReport* report) {
+  report->notes = {
+      {"note", "rel_err_vs_scan = max over the compared tensors (y in fwd; every gradient in fwd_bwd) of "
+               "max|out - scan| / max|scan|, scan = the sequential family's best variant run on the same random "
+               "inputs in the same process; rel_err_vs_ref = the daemon's verification against the float64 CPU "
+               "reference (max over all outputs)"},
+      {"note_runs",
+       "timing rows: scantuned Tune (force) per shape and mode over every variant CanImplement admits, then "
+       "ListRecords of that job; each family's row is its fastest OK first-pass record (the pass that timed every "
+       "variant in the same counterbalanced rounds). The Tune request carries no timing config, so the daemon's "
+       "defaults hold: 3 warm-up launches, 2 counterbalanced rounds (forward, then reversed) x 5 samples, each "
+       "sample the mean of an inner loop sized to >= 1 ms (at most 1000 launches) between CUDA events, input sets "
+       "rotated beyond 2x L2, compile excluded. device_peak rows from fresh child processes (this binary, --child): "
+       "baseline_mb = device memory in use (cuMemGetInfo, device-wide) after context creation, peak_mb = the most in "
+       "use after allocating the mode's tensors and workspace and after each phase, delta_mb = peak - baseline (what "
+       "seed 004's per-process peak_mb compares with). max_len = largest power-of-two L (B=" +
+           std::to_string(report->batch) +
+           ", D=1024, fwd_bwd) whose fresh-process run succeeded with tensors + workspace within the cap of " +
+           Fixed(mem_cap_gib, 1) +
+           " GiB (mirrors seed 004's 24 GB RTX 3090; checked before allocating and against the measured delta); "
+           "peak_mb_at_max is the delta there"},
+      {"impl_map", "impl = our variant family; seed_impl = seed 004's counterpart: sequential~scan, chunked~chunked, "
+                   "assoc~assoc, fused/fusedseg~pallas (the fused single-pass path)"},
+      {"memory_fields", "MiB (2^20 bytes). workspace_mb = the variant's scratch beyond inputs/outputs "
+                        "(record.memory.workspace_bytes); arg_mb = tensors the mode reads (u, delta, A, Bm, Cm, Dv; "
+                        "+ dy with bwd); out_mb = tensors it writes (y, h_final; + du, ddelta, dA, dBm, dCm, dDv "
+                        "with bwd)"},
+      {"floor", "max of FloorBytes / 4.25 TB/s and B*L*D*N exps (x2 in fwd_bwd: the backward recomputes them) at "
+                "132 SMs x 16/clk x 1.98 GHz"},
+  };
+}
 
 std::string ReportToJson(const SsmReport& report) {
   JsonWriter w;
@@ -242,29 +314,6 @@ StatusOr<SeedOrdering> ReadSeedOrdering(const std::string& path) {
   return seed;
 }
 
-namespace {
-
-std::string Fixed(double v, int digits = 3) {
-  char b[64];
-  std::snprintf(b, sizeof(b), "%.*f", digits, v);
-  return b;
-}
-std::string Sci(double v) {
-  char b[64];
-  std::snprintf(b, sizeof(b), "%.2e", v);
-  return b;
-}
-std::string Short(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
-
-// Our tail of an error for one table cell: "OUT_OF_MEMORY" or the first words.
-std::string ErrorWord(const std::string& error) {
-  if (error.find("Out of memory") != std::string::npos || error.find("RESOURCE_EXHAUSTED") != std::string::npos) {
-    return "OOM";
-  }
-  return Short(error, 24);
-}
-
-}  // namespace
 
 std::string FormatSeedOrdering(const std::vector<SeedEntry>& entries) {
   std::string out;

@@ -39,6 +39,19 @@ struct TensorBytes {
 };
 TensorBytes TensorBytesOf(const Problem& problem);
 
+// What a direct run of the problem allocates: its mode's tensors and the workspace.
+uint64_t NeedBytes(const Problem& problem, uint64_t workspace_bytes);
+
+// GiB (2^30 bytes) -> bytes.
+uint64_t CapBytes(double gib);
+
+// The largest L the service accepts at (B, D): ProblemLimits' length and
+// element caps (262144 at B = 4, D = 1024, as seed 004's limit).
+int64_t LengthLimit(const SsmShape& shape);
+
+// "4x2048x1024" (B x L x D), as --shape takes it.
+std::string ArgOf(const SsmShape& shape);
+
 // One result row. kind: "" (a timing row), "error", "device_peak", "max_len".
 struct Row {
   std::string kind;
@@ -80,6 +93,9 @@ struct SsmReport {
   std::vector<Row> rows;
   bool dry_run = false;
 };
+
+// The config notes that describe the protocol (and report->batch) into report->notes.
+void AddProtocolNotes(double mem_cap_gib, SsmReport* report);
 
 // JSON in seed 004's layout: {"device": {...}, "config": {...}, "results": [...]}.
 std::string ReportToJson(const SsmReport& report);

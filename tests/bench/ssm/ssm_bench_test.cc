@@ -195,6 +195,47 @@ TEST(SsmFamilies, ArgMbMatchesSeedAtEveryFwdShape) {
   EXPECT_GT(checked, 20);
 }
 
+TEST(SsmFamilies, MaxLenFamiliesAtTheLargestFwdBwdShape) {
+  auto row = [](const char* family, int64_t seq, int64_t dim, Mode mode, double ms, const char* kind = "") {
+    Row r;
+    r.kind = kind;
+    r.family = family;
+    r.mode = mode;
+    r.shape = {4, seq, dim, 16};
+    r.median_ms = ms;
+    return r;
+  };
+  const std::vector<Row> rows = {
+      row("fused", 8192, 1024, Mode::kFwd, 0.1),          // fwd: not a candidate
+      row("sequential", 8192, 1024, Mode::kFwdBwd, 9.0),
+      row("fusedseg", 8192, 1024, Mode::kFwdBwd, 0.7),
+      row("fused", 8192, 1024, Mode::kFwdBwd, 0.8),
+      row("chunked", 8192, 1024, Mode::kFwdBwd, 0.0, "error"),
+      row("fused", 512, 1024, Mode::kFwdBwd, 0.01),       // faster, but a smaller shape
+      row("fused", 8192, 512, Mode::kFwdBwd, 0.2),
+  };
+  const auto best = MaxLenFamilies(rows, false);
+  ASSERT_EQ(best.size(), 1u);
+  EXPECT_EQ(best[0]->family, "fusedseg");
+  const auto all = MaxLenFamilies(rows, true);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[0]->family, "fusedseg");
+  EXPECT_TRUE(MaxLenFamilies({rows[0]}, true).empty());
+}
+
+TEST(SsmFamilies, NeedBytesAndLimits) {
+  const Problem p = SsmProblem({4, 131072, 1024, 16}, Mode::kFwdBwd);
+  // u, delta, dy, y, du, ddelta: 6 x 2 GiB; plus the (B, L, N) and per-channel tensors.
+  const uint64_t tensors = NeedBytes(p, 0);
+  EXPECT_GT(tensors, 12ull << 30);
+  EXPECT_LT(tensors, (12ull << 30) + (200ull << 20));
+  EXPECT_EQ(NeedBytes(p, 1000), tensors + 1000);
+  EXPECT_EQ(CapBytes(24.0), 24ull << 30);
+  EXPECT_EQ(LengthLimit({4, 0, 1024, 16}), 262144);
+  EXPECT_EQ(LengthLimit({1, 0, 256, 16}), 1 << 20);
+  EXPECT_EQ(ArgOf({4, 2048, 1024, 16}), "4x2048x1024");
+}
+
 // ---------------------------------------------------------------- floors
 
 TEST(SsmFloors, MatchDeviceMdAtD1024) {
@@ -413,6 +454,9 @@ TEST(SsmOptions, Flags) {
   EXPECT_FALSE(ParseOptions({"--mem-cap-gb", "-1"}).ok());
   EXPECT_FALSE(ParseOptions({"--frobnicate"}).ok());
   EXPECT_FALSE(ParseOptions({"--shape", "4x512x256"}).ok()) << "child-only flag";
+  EXPECT_DOUBLE_EQ(ParseOptions({})->deadline_s, 0.0);
+  EXPECT_DOUBLE_EQ(ParseOptions({"--deadline-s", "420"})->deadline_s, 420.0);
+  EXPECT_FALSE(ParseOptions({"--deadline-s", "0"}).ok());
 }
 
 TEST(SsmOptions, ChildFlags) {
