@@ -272,15 +272,6 @@ __device__ __forceinline__ unsigned LoadAcquire(const unsigned* ptr) {
 __device__ __forceinline__ float LoadCg(const float* ptr) { return __ldcg(ptr); }
 __device__ __forceinline__ float2 LoadCg(const float2* ptr) { return __ldcg(ptr); }
 
-// A flag read that orders nothing: a look-back reads a window of flags this
-// way, then one acquire fence orders the data reads after all of them.
-__device__ __forceinline__ unsigned LoadRelaxed(const unsigned* ptr) {
-  unsigned value;
-  asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(value) : "l"(ptr) : "memory");
-  return value;
-}
-__device__ __forceinline__ void FenceAcquire() { asm volatile("fence.acq_rel.gpu;" ::: "memory"); }
-
 template <int VEC>
 __device__ __forceinline__ void Fill(float (&v)[VEC], float value) {
 #pragma unroll
@@ -297,65 +288,31 @@ constexpr unsigned kFlagInclusive = 2;
 // published inclusive state. Tile k's slot is `first + k`: its flag is
 // flags[first + k], its values agg / incl[(first + k) * STRIP + c] for the
 // channels c = lane_c + j. Tile 0 always publishes an inclusive state, so the
-// walk ends.
-//
-// The walk reads a window of predecessors' flags at once (relaxed loads,
-// then one acquire fence) and their values after, all independent loads: n
-// published aggregates cost about n / window dependent L2 round trips, not n.
-// That matters where many tiles of one sequence are resident at once (long
-// sequences over few channel strips), and the walk back from a tile is long.
+// walk ends. One predecessor at a time: a window of flags read at once (relaxed
+// loads and one acquire fence) measured no faster forward and 2-6% slower
+// forward+backward on the H200 (bench/NOTES.md, v8).
 template <int VEC, int STRIP>
 __device__ __forceinline__ void LookBack(const unsigned* flags, const float2* agg, const float* incl, long long first,
                                          long long tile, int lane_c, float (&carry)[VEC]) {
-  constexpr int kWindow = VEC >= 8 ? 4 : 8;  // registers: kWindow x VEC float2 per row thread
   float accA[VEC], accH[VEC];
   Fill(accA, 1.0f);
   Fill(accH, 0.0f);
-  for (long long k = tile - 1;;) {
-    unsigned f[kWindow];
-#pragma unroll
-    for (int i = 0; i < kWindow; ++i) f[i] = k - i >= 0 ? LoadRelaxed(flags + first + k - i) : 0u;
-    // The ready run: aggregates up to the first inclusive state (the end of
-    // the walk) or the first slot not yet published.
-    int take = 0, stop = -1;
-#pragma unroll
-    for (int i = 0; i < kWindow; ++i) {
-      if (stop < 0 && take == i && f[i] != 0u) {
-        take = i + 1;
-        if (f[i] == kFlagInclusive) stop = i;
-      }
+  for (long long k = tile - 1;; --k) {
+    unsigned flag;
+    while ((flag = LoadAcquire(flags + first + k)) == 0) {
     }
-    if (take == 0) continue;  // the predecessor has not published yet: poll again
-    FenceAcquire();
-    float2 ag[kWindow][VEC];
-    float in[VEC];
+    const long long slot = (first + k) * STRIP + lane_c;
+    if (flag == kFlagInclusive) {
 #pragma unroll
-    for (int i = 0; i < kWindow; ++i) {
-      const long long slot = (first + k - i) * STRIP + lane_c;
-      if (i < take && i != stop) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) ag[i][j] = LoadCg(agg + slot + j);
-      } else if (i == stop) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) in[j] = LoadCg(incl + slot + j);
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < kWindow; ++i) {
-      if (i < take && i != stop) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          accH[j] = fmaf(accA[j], ag[i][j].y, accH[j]);
-          accA[j] *= ag[i][j].x;
-        }
-      }
-    }
-    if (stop >= 0) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) carry[j] = fmaf(accA[j], in[j], accH[j]);
+      for (int j = 0; j < VEC; ++j) carry[j] = fmaf(accA[j], LoadCg(incl + slot + j), accH[j]);
       return;
     }
-    k -= take;
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float2 ag = LoadCg(agg + slot + j);
+      accH[j] = fmaf(accA[j], ag.y, accH[j]);
+      accA[j] *= ag.x;
+    }
   }
 }
 
