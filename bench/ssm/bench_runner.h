@@ -20,9 +20,4 @@ StatusOr<SsmReport> RunSsmBench(const SsmOptions& options);
 // RowsFromPicks and the writer.
 SsmReport DryRunReport(const SsmOptions& options);
 
-// --child: loads options.candidate_file, measures, writes a v1::Record
-// (state, detail, memory {baseline, peak, delta, workspace}) to
-// options.child_out. Exit code 0 when the record was written.
-int ChildMain(const SsmOptions& options);
-
 }  // namespace scantune::ssmbench

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench/ssm/bench_runner.h"
+#include "bench/ssm/fresh_process.h"
 #include "bench/ssm/options.h"
 #include "bench/ssm/report.h"
 #include "common/log.h"
