@@ -23,7 +23,8 @@ namespace {
 struct SeqKnobs {
   int vec, threads, prefetch;
 };
-constexpr SeqKnobs kSequential[] = {{4, 64, 4}, {8, 64, 4}, {4, 128, 8}, {2, 64, 8}};
+// (v8 with 4 steps spilled in the fp32 rglru backward: 5 inputs x 4 x 8 fp32.)
+constexpr SeqKnobs kSequential[] = {{4, 64, 4}, {8, 64, 2}, {4, 128, 8}, {2, 64, 8}};
 
 // {vec, threads, strip, tile}: tiles of 64..256 steps x 64..128 channels
 // (bench/NOTES.md: fixed per-tile costs dominate, so tiles are large, and
@@ -33,9 +34,13 @@ constexpr SeqKnobs kSequential[] = {{4, 64, 4}, {8, 64, 4}, {4, 128, 8}, {2, 64,
 struct LookbackKnobs {
   int vec, threads, strip, tile;
 };
-constexpr LookbackKnobs kLookback[] = {{4, 128, 64, 64},  {4, 128, 64, 128},  {4, 256, 64, 128},
-                                       {4, 256, 64, 256}, {4, 256, 128, 64},  {4, 256, 128, 128},
-                                       {8, 128, 128, 128}, {2, 128, 64, 128}};
+// Every one compiles without spills for every dtype (ptxas -v, NVRTC 13.0,
+// sm_90; checked by tests/compiler/plan_gated_test.cc). Dropped for spills:
+// rglru bwd t256_c128_i128 bf16 (16 steps x 128-channel strips), v8 with
+// 16 steps (fp32 / fp16 v8_t128_c128_i128), and 8-20 bytes in t128_c32_i128
+// (rglru bwd fp16), t256_c128_i64 and t256_c64_i64 (samu bwd).
+constexpr LookbackKnobs kLookback[] = {{4, 128, 64, 64},  {4, 128, 64, 128}, {4, 256, 64, 128},
+                                       {4, 256, 64, 256}, {8, 128, 128, 64}, {2, 128, 64, 128}};
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -179,6 +184,14 @@ class GatedPlannerImpl final : public OpPlanner {
                                std::to_string(device.max_shared_per_block));
     }
     const gated::Layout lay = LayoutFor(v, problem);
+    // samu's backward scan makes the strips of a time tile wait for each
+    // other (gated_samu.cuh): all of them must be resident at once, which at
+    // least one block per SM guarantees.
+    if (IsSamu(problem.op) && HasBwd(problem.mode) && lay.strips > device.sm_count) {
+      return ResourceExhausted("samu's backward needs the " + std::to_string(lay.strips) +
+                               " strips of a time tile resident at once, more than the " +
+                               std::to_string(device.sm_count) + " SMs");
+    }
     if (lay.seqs * lay.tiles > kMaxTickets) {
       return ResourceExhausted("lookbacksmem needs " + std::to_string(lay.seqs * lay.tiles) + " tiles, over 2^30");
     }
@@ -196,7 +209,10 @@ class GatedPlannerImpl final : public OpPlanner {
       names.push_back(Instance(pre + "_fwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile}));
       names.push_back(Instance(pre + "_bwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile}));
     }
-    if (IsSamu(op)) names.push_back(Instance("samu_bwd_fixup", dtype, {v.vec, Unit(v), TileOf(v)}));
+    // samu's look-back adds dm_t / W inside its backward scan; the sequential one needs the fix-up kernel.
+    if (IsSamu(op) && v.algorithm == Algorithm::kSequential) {
+      names.push_back(Instance("samu_bwd_fixup", dtype, {v.vec, Unit(v), TileOf(v)}));
+    }
     names.push_back(Instance(pre + "_bwd_finalize", dtype, {Unit(v), TileOf(v)}));
     return names;
   }
@@ -210,8 +226,10 @@ class GatedPlannerImpl final : public OpPlanner {
     const size_t control = 0;
     const size_t fwd_scan = samu ? 1 : 0;
     const size_t bwd_scan = fwd_scan + 1;
-    const size_t fixup = bwd_scan + 1;                  // samu only
-    const size_t finalize = samu ? fixup + 1 : bwd_scan + 1;
+    const bool sequential = v.algorithm == Algorithm::kSequential;
+    const bool fixup_kernel = samu && sequential;
+    const size_t fixup = bwd_scan + 1;  // samu sequential only
+    const size_t finalize = fixup_kernel ? fixup + 1 : bwd_scan + 1;
     LaunchPlan plan;
     auto add = [&](size_t index, const char* phase, int64_t grid_x, int64_t grid_y, int threads, int64_t shared) {
       Launch launch;
@@ -225,7 +243,6 @@ class GatedPlannerImpl final : public OpPlanner {
     const gated::Layout lay = LayoutFor(v, problem);
     const int64_t token_blocks = CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock);
     const int64_t finalize_blocks = CeilDiv(s.width, 32) + (samu ? 1 : 0);
-    const bool sequential = v.algorithm == Algorithm::kSequential;
     const int64_t scan_x = sequential ? CeilDiv(CeilDiv(s.width, v.vec), v.threads) : lay.seqs * lay.tiles;
     const int64_t scan_y = sequential ? s.batch : 1;
     if (HasFwd(problem.mode)) {
@@ -234,7 +251,7 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     if (HasBwd(problem.mode)) {
       add(bwd_scan, "bwd", scan_x, scan_y, v.threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype));
-      if (samu) add(fixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
+      if (fixup_kernel) add(fixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
       add(finalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
     }
     plan.workspace_bytes = static_cast<uint64_t>(lay.total_bytes);

@@ -16,8 +16,12 @@
 //                    over the unit's channels: sum G, sum g s beta x, sum x
 //                    [tokens][units][3]; a unit is a strip (look-back) or a
 //                    warp's 32 x VEC channels (sequential).
-//   ctrl             samu bwd: [fix_blocks][4] partial sums of the controller
-//                    gradients, one row per block of the fix-up kernel.
+//   ctrl             samu bwd: [ctrl_rows][4] partial sums of the controller
+//                    gradients: one row per block of the fix-up kernel
+//                    (sequential), one per (b, tile) (look-back).
+// samu's look-back also keeps one 32-bit counter per (b, tile) in the zeroed
+// prefix, after the flags: the strips of a time tile meet there before
+// adding dm_t / W to their dx (see SamuBackwardLookback).
 #pragma once
 
 #ifdef __CUDACC__
@@ -44,6 +48,8 @@ struct Layout {
   long long seqs;        // B x strips (look-back sequences)
   long long parts;       // rows of the parameter partials
   long long fix_blocks;  // blocks of samu's fix-up kernel
+  long long ctrl_rows;   // rows of samu's controller partials
+  long long group_counters;  // samu look-back: uint index of the (b, tile) counters in the workspace
   long long zero_bytes;
   long long agg_offset, incl_offset, param_offset, token_offset, ctrl_offset, total_bytes;
 };
@@ -62,14 +68,16 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
   g.parts = tile > 0 ? batch * g.tiles : batch;
   const long long tokens = batch * length;
   g.fix_blocks = samu ? (tokens + kFixupTokensPerBlock - 1) / kFixupTokensPerBlock : 0;
-  g.zero_bytes = tile > 0 ? RoundUp256(256 + 4 * g.seqs * g.tiles) : 0;
+  g.ctrl_rows = samu ? (tile > 0 ? g.parts : g.fix_blocks) : 0;
+  g.group_counters = 64 + g.seqs * g.tiles;
+  g.zero_bytes = tile > 0 ? RoundUp256(256 + 4 * g.seqs * g.tiles + (samu ? 4 * batch * g.tiles : 0)) : 0;
   const long long slots = tile > 0 ? g.seqs * g.tiles * unit : 0;
   g.agg_offset = g.zero_bytes;
   g.incl_offset = g.agg_offset + RoundUp256(slots * 8);
   g.param_offset = g.incl_offset + RoundUp256(slots * 4);
   g.token_offset = g.param_offset + RoundUp256(g.parts * nparam * width * 4);
   g.ctrl_offset = g.token_offset + (samu ? RoundUp256(tokens * g.strips * kSamuTokenSums * 4) : 0);
-  g.total_bytes = g.ctrl_offset + (samu ? RoundUp256(g.fix_blocks * 4 * 4) : 0);
+  g.total_bytes = g.ctrl_offset + (samu ? RoundUp256(g.ctrl_rows * 4 * 4) : 0);
   return g;
 }
 

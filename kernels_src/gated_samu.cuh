@@ -1,7 +1,8 @@
 // samu kernels (included by gated_scan.cuh, which documents the families).
-// Forward: the controller kernel, then the scan. Backward: the scan (writes
-// dx without the m_t path, per-(token, unit) sums and per-part parameter
-// sums), the fix-up (adds dm_t / W to dx, controller partials), finalize.
+// Forward: the controller kernel, then the scan. Backward: the scan (per-
+// (token, unit) sums and per-part parameter sums; the look-back also adds
+// dm_t / W and writes the controller partials), the fix-up (sequential only:
+// adds dm_t / W to dx, controller partials), finalize.
 #pragma once
 
 namespace gated {
@@ -276,14 +277,104 @@ __device__ __forceinline__ void SamuForwardLookback(const SamuParams& p) {
   }
 }
 
+// Shares of dm_t / W for the rows of one (b, tile), once every strip of the
+// tile has published its token sums: s_share[row] (rows outside [0, L) get
+// 0). Every block of the tile computes them (the same values, a fixed
+// order); the block of strip 0 also writes the tile's controller partials.
+// Rows go kRowBatch at a time per warp, so a lane has that many rows' loads
+// in flight.
+template <int THREADS, int TILE>
+__device__ __forceinline__ void SamuTileShares(const SamuParams& p, const Layout& lay, const TileIndex& x,
+                                               float* s_share, float* s_ctrl) {
+  constexpr int kWarps = THREADS / 32;
+  constexpr int kRowBatch = 8;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const float* tok = reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.token_offset);
+  const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
+  float contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int r0 = warp * kRowBatch; r0 < TILE; r0 += kWarps * kRowBatch) {
+    float sums[kRowBatch][3];
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+      const long long t = x.base + r0 + k;
+      sums[k][0] = sums[k][1] = sums[k][2] = 0.0f;
+      if (r0 + k < TILE && t >= 0 && t < p.length) {
+        const float* row = tok + (x.b * p.length + t) * lay.strips * kSamuTokenSums;
+        for (long long q = lane; q < lay.strips; q += 32) {
+#pragma unroll
+          for (int n = 0; n < 3; ++n) sums[k][n] += __ldcg(row + q * kSamuTokenSums + n);
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kRowBatch; ++k) {
+#pragma unroll
+      for (int n = 0; n < 3; ++n) sums[k][n] = RowSum<32>(sums[k][n]);
+      const long long t = x.base + r0 + k;
+      if (r0 + k >= TILE) continue;
+      float share = 0.0f;
+      if (t >= 0 && t < p.length) {
+        const float m = sums[k][2] / static_cast<float>(p.width);
+        const float zr = fmaf(w_r, m, b_r), zi = fmaf(w_i, m, b_i);
+        const float dz_r = sums[k][0] * SigmoidAccurate(-zr);
+        const float dz_i = sums[k][1] * (SigmoidAccurate(zi) * SigmoidAccurate(-zi));
+        share = fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width);
+        contrib[0] = fmaf(dz_r, m, contrib[0]);
+        contrib[1] += dz_r;
+        contrib[2] = fmaf(dz_i, m, contrib[2]);
+        contrib[3] += dz_i;
+      }
+      if (lane == 0) s_share[r0 + k] = share;
+    }
+  }
+  if (x.strip != 0) return;
+  if (lane == 0) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n) s_ctrl[warp * 4 + n] = contrib[n];
+  }
+  __syncthreads();  // x.strip is the same for the whole block
+  if (threadIdx.x < 4) {
+    float total = 0.0f;
+    for (int w = 0; w < kWarps; ++w) total += s_ctrl[w * 4 + threadIdx.x];
+    reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.ctrl_offset)[(x.b * lay.tiles + x.tile) * 4 +
+                                                                                threadIdx.x] = total;
+  }
+}
+
+// Stores VEC fp32 values as T into this thread's own staged slot.
+template <typename T, int VEC>
+__device__ __forceinline__ void StoreSmemPack(T* dst, const float (&v)[VEC]) {
+  Pack<T, VEC> pack;
+  if constexpr (sizeof(T) == 4) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) pack.u[j] = __float_as_uint(v[j]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC / 2; ++k) pack.u[k] = scan::PackPair<T>(v[2 * k], v[2 * k + 1]);
+  }
+  *reinterpret_cast<Pack<T, VEC>*>(dst) = pack;
+}
+
 // Backward: stages dy (group 0: the local pass needs only dy and the
 // controller) and x, h_{t-1} (group 1). Every thread runs every step of the
-// rescan (the token sums are reductions over the row's lanes).
+// rescan (the token sums are reductions over the row's lanes). dx needs
+// dm_t / W, a sum over all W channels of the token, so the rescan keeps its
+// dx part (g s i beta, rounded to T) in its own dy slot, publishes the
+// token sums of its strip, and the strips of the time tile meet at a
+// counter; each then forms the shares of its rows and stores dx once. No
+// deadlock: the strips of a tile hold consecutive tickets and wait only for
+// each other (after publishing their look-back state), and CanImplement
+// requires strips <= SMs (a block fits on every SM): while the lowest
+// unfinished tile is not wholly started, all resident blocks belong to it,
+// fewer than the SMs, so its next block can start; once it is, it finishes.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE>
 __device__ __forceinline__ void SamuBackwardLookback(const SamuParams& p) {
   using SP = SmemPlan<T, VEC, THREADS, STRIP, TILE, 3, false>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
   static_assert(kLanes <= 32, "samu's token sums reduce over the lanes of one warp");
+  static_assert(kSegs * STRIP >= TILE && kSegs * STRIP >= 4 * (THREADS / 32), "s_A holds the shares, s_H the warps' sums");
+  static_assert(3 * kSegs * 4 <= 2 * TILE * int(sizeof(T)), "the x / h staging holds the parameter sums");
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_in = reinterpret_cast<T*>(smem);
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
@@ -315,8 +406,9 @@ __device__ __forceinline__ void SamuBackwardLookback(const SamuParams& p) {
   CpAsyncWait<1>();
   __syncthreads();
 
+  auto slot = [&](int input, int row) { return s_in + (input * TILE + row) * STRIP + lane * VEC; };
   auto pack_at = [&](int input, int row) -> const Pack<T, VEC>& {
-    return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
+    return *reinterpret_cast<const Pack<T, VEC>*>(slot(input, row));
   };
   auto row_of = [&](int i) { return TILE - 1 - (seg * kSteps + i); };
   float A[VEC], H[VEC];
@@ -357,8 +449,8 @@ __device__ __forceinline__ void SamuBackwardLookback(const SamuParams& p) {
     for (int j = 0; j < VEC; ++j) {
       float a3[3] = {acc[0][j], acc[1][j], acc[2][j]};
       const float hprev = t > 0 ? ph.Get(j) : h0v[j];
-      dx[j] = SamuBackwardAt<T>(ch.sp[j], ch.ratio[j], ch.beta[j], ch.gamma[j], ri.x, ri.y, px.Get(j), pd.Get(j), hprev,
-                             u[j], a3, sums);
+      dx[j] = SamuBackwardAt<T>(ch.sp[j], ch.ratio[j], ch.beta[j], ch.gamma[j], ri.x, ri.y, px.Get(j), pd.Get(j),
+                                hprev, u[j], a3, sums);
       acc[0][j] = a3[0];
       acc[1][j] = a3[1];
       acc[2][j] = a3[2];
@@ -366,18 +458,47 @@ __device__ __forceinline__ void SamuBackwardLookback(const SamuParams& p) {
 #pragma unroll
     for (int n = 0; n < 3; ++n) sums[n] = RowSum<kLanes>(sums[n]);
     if (!in) continue;
-    const long long token = x.b * p.length + t;
     if (lane == 0) {
+      const long long token = x.b * p.length + t;
 #pragma unroll
       for (int n = 0; n < 3; ++n) tok[(token * lay.strips + x.strip) * kSamuTokenSums + n] = sums[n];
     }
-    const long long off = token * p.width + c0;
-    StorePack<T, VEC>(static_cast<T*>(p.dx) + off, dx, l.wide, l.nvalid);
+    // This thread's own slot: only it reads dy there, and it just did.
+    StoreSmemPack<T, VEC>(slot(0, row), dx);
     if (t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, l);
   }
   float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
-  WriteParamPartials<3, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(smem), param, x.b * lay.tiles + x.tile,
-                                             x.c_strip, p.width);
+  // Reduced in the x / h staging (the dy slots hold the dx parts).
+  WriteParamPartials<3, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(s_in + TILE * STRIP), param,
+                                             x.b * lay.tiles + x.tile, x.c_strip, p.width);
+
+  // Meet the other strips of this (b, tile): their token sums are published
+  // once the counter reaches the number of strips.
+  __threadfence();
+  __syncthreads();
+  if (tid == 0) {
+    unsigned* counter = static_cast<unsigned*>(p.workspace) + lay.group_counters + x.b * lay.tiles + x.tile;
+    atomicAdd(counter, 1u);
+    while (scan::LoadAcquire(counter) < static_cast<unsigned>(lay.strips)) {
+    }
+  }
+  __syncthreads();
+  SamuTileShares<THREADS, TILE>(p, lay, x, s_A, s_H);
+  __syncthreads();
+  if (l.nvalid <= 0) return;
+  T* __restrict__ out = static_cast<T*>(p.dx);
+#pragma unroll 4
+  for (int i = 0; i < kSteps; ++i) {
+    const int row = row_of(i);
+    const long long t = x.base + row;
+    if (t < 0) break;
+    const Pack<T, VEC> part = pack_at(0, row);
+    const float share = s_A[row];
+    float v[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = part.Get(j) + share;
+    StorePack<T, VEC>(out + (x.b * p.length + t) * p.width + c0, v, l.wide, l.nvalid);
+  }
 }
 
 // ---- fix-up and finalize ------------------------------------------------------------
@@ -452,7 +573,7 @@ __device__ __forceinline__ void SamuFinalize(const SamuParams& p) {
   const float* rows = reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.ctrl_offset);
   for (int n = 0; n < 4; ++n) {
     float sum = 0.0f;
-    for (long long q = threadIdx.x; q < lay.fix_blocks; q += kFinalizeThreads) sum += __ldcg(rows + q * 4 + n);
+    for (long long q = threadIdx.x; q < lay.ctrl_rows; q += kFinalizeThreads) sum += __ldcg(rows + q * 4 + n);
     s_red[threadIdx.x] = sum;
     __syncthreads();
     for (int stride = kFinalizeThreads / 2; stride >= 1; stride /= 2) {

@@ -20,8 +20,12 @@
 // workspace (no atomics, no zeroing) and the finalize kernel sums them in a
 // fixed order. samu's dx also needs, per token, dm_t / W with dm_t from sums
 // over all W channels: the scan writes per-(token, channel unit) partial
-// sums, and the fix-up kernel (one warp per token) reduces them, adds dm_t/W
-// to the token's dx row and writes the controller's partial gradients.
+// sums. The sequential family then runs a fix-up kernel (one warp per token:
+// reduces them, adds dm_t / W to the token's dx row, writes the controller's
+// partial gradients), which reads and writes dx once more; the look-back
+// family keeps its dx part in shared memory until the strips of its time
+// tile have all published their sums (a counter per (b, tile)), then stores
+// dx once (gated_samu.cuh, SamuBackwardLookback).
 //
 // Families (their plans are in compiler/plan_gated.cc; workspace offsets in
 // gated_layout.h, shared with the plans):
