@@ -354,15 +354,7 @@ void MeasureMaxLen(Daemon& daemon, const SsmOptions& o, const Budget& budget, co
 std::string NvidiaDriverVersion() {
   std::ifstream in("/proc/driver/nvidia/version");
   std::string line;
-  if (!std::getline(in, line)) return "";
-  // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Thu ..."
-  std::istringstream words(line);
-  std::string w, prev;
-  while (words >> w) {
-    if (prev == "Module") return w;
-    prev = w;
-  }
-  return "";
+  return std::getline(in, line) ? ParseNvidiaDriverVersion(line) : "";
 }
 
 }  // namespace

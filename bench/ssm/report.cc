@@ -4,6 +4,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -80,6 +81,16 @@ uint64_t CapBytes(double gib) { return static_cast<uint64_t>(gib * 1073741824.0)
 int64_t LengthLimit(const SsmShape& shape) {
   const ProblemLimits limits;
   return std::min(limits.max_length, limits.max_elements / (shape.batch * shape.dim));
+}
+
+std::string ParseNvidiaDriverVersion(const std::string& line) {
+  std::istringstream words(line);
+  std::string w;
+  while (words >> w) {
+    const bool digits_and_dots = w.find_first_not_of("0123456789.") == std::string::npos;
+    if (digits_and_dots && w.find('.') != std::string::npos && std::isdigit(static_cast<unsigned char>(w[0]))) return w;
+  }
+  return "";
 }
 
 std::string ArgOf(const SsmShape& s) {

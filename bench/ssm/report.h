@@ -49,6 +49,11 @@ uint64_t CapBytes(double gib);
 // element caps (262144 at B = 4, D = 1024, as seed 004's limit).
 int64_t LengthLimit(const SsmShape& shape);
 
+// The driver version in the first line of /proc/driver/nvidia/version ("NVRM
+// version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release
+// Build ...") : the first word of digits and dots; empty if none.
+std::string ParseNvidiaDriverVersion(const std::string& line);
+
 // "4x2048x1024" (B x L x D), as --shape takes it.
 std::string ArgOf(const SsmShape& shape);
 

@@ -234,6 +234,12 @@ TEST(SsmFamilies, NeedBytesAndLimits) {
   EXPECT_EQ(LengthLimit({4, 0, 1024, 16}), 262144);
   EXPECT_EQ(LengthLimit({1, 0, 256, 16}), 1 << 20);
   EXPECT_EQ(ArgOf({4, 2048, 1024, 16}), "4x2048x1024");
+  EXPECT_EQ(ParseNvidiaDriverVersion(
+                "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U16)"),
+            "580.159.04");
+  EXPECT_EQ(ParseNvidiaDriverVersion("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 2023"),
+            "535.104.05");
+  EXPECT_EQ(ParseNvidiaDriverVersion("no version here 1"), "");
 }
 
 // ---------------------------------------------------------------- floors
