@@ -303,7 +303,7 @@ Status Store::PutCompiled(const CachedCompile& entry) {
 StatusOr<int64_t> Store::InsertRecord(const v1::Record& record, const std::string& now) {
   {
     ASSIGN_OR_RETURN(Statement variant, statements_->Get(db::kInsertVariant));
-    variant.BindText(1, record.problem().op())
+    variant.BindText(1, OpKeyOf(record.problem()))
         .BindText(2, record.variant())
         .BindText(3, AlgorithmOf(record.variant()))
         .BindText(4, now);

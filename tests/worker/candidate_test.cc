@@ -21,7 +21,7 @@ TEST(CandidateTest, OneVariantPerAlgorithmBuildsACandidate) {
     for (Mode mode : {Mode::kFwd, Mode::kFwdBwd}) {
       const Problem problem{Op::kLinearScan, {2, 7, 33}, DType::kBF16, mode, true};
       if (!CanImplement(v, problem, limits).ok()) continue;
-      auto compiled = compiler.Compile({v, Op::kLinearScan, DType::kBF16, limits.cc_major, limits.cc_minor});
+      auto compiled = compiler.Compile({v, Op::kLinearScan, DType::kBF16, {}, limits.cc_major, limits.cc_minor});
       ASSERT_TRUE(compiled.ok()) << compiled.status().ToString();
       ASSERT_EQ(compiled->state, v1::OK) << compiled->log;
       auto candidate = MakeCandidate(v, problem, limits, *compiled);

@@ -28,7 +28,7 @@ TEST(VerifierGpuTest, EveryVariantIsLegal) {
   std::map<std::string, Checked> summary;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     std::vector<CompileRequest> requests;
-    for (const Variant& v : variants) requests.push_back({v, Op::kLinearScan, dtype, gpu->limits.cc_major, gpu->limits.cc_minor});
+    for (const Variant& v : variants) requests.push_back({v, Op::kLinearScan, dtype, {}, gpu->limits.cc_major, gpu->limits.cc_minor});
     const std::vector<StatusOr<CompileResult>> compiled = CompileAll(compiler, requests, 16);
     std::vector<Problem> problems;
     for (const Shape& shape : shapes) {

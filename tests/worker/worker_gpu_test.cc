@@ -20,7 +20,7 @@ constexpr int kTimeoutMs = 120000;
 StatusOr<v1::Candidate> Compile(const Variant& variant, const Problem& problem, const testing::TestGpu& gpu) {
   const NvrtcCompiler compiler;
   ASSIGN_OR_RETURN(CompileResult compiled,
-                   compiler.Compile({variant, problem.op, problem.dtype, gpu.limits.cc_major, gpu.limits.cc_minor}));
+                   compiler.Compile({variant, problem.op, problem.dtype, problem.ssm, gpu.limits.cc_major, gpu.limits.cc_minor}));
   if (compiled.state != v1::OK) return Internal("compile of " + variant.Name() + " failed: " + compiled.log);
   return MakeCandidate(variant, problem, gpu.limits, compiled);
 }
