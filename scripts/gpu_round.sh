@@ -36,7 +36,7 @@ if [ "$what" = tune ] || [ "$what" = all ]; then
   done
   $cli records --state OK --limit 1000 > "$out/records_ok.txt"
   $cli records --limit 1000 --json > "$out/records.json"
+  kill $daemon; wait $daemon  # first: the last writes sit in the WAL until the daemon closes the database
   cp "$db" "$out/scantune-gpu.db" 2>/dev/null
-  kill $daemon; wait $daemon
   echo "== best per shape"; cat "$out/select.txt"
 fi

@@ -19,7 +19,7 @@ rsync -a --prune-empty-dirs \
 find .bundle/build -type f -name '*.cc' -delete
 find .bundle/build -type f -perm -u+x | while read -r f; do
   if file "$f" | grep -q ELF; then
-    strip --strip-debug "$f"
+    strip --strip-all "$f"
     ldd "$f" | awk '/=> \// {print $3}'
   fi
 done | sort -u | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcuda|libnvrtc[^/]*|libcublas(Lt)?|libcudart|libpthread|libdl|librt)\.so' \
