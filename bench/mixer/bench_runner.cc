@@ -9,7 +9,7 @@
 
 #include "bench/mixer/blas.h"
 #include "bench/mixer/glue_kernels.h"
-#include "bench/mixer/json_writer.h"
+#include "bench/common/json_writer.h"
 #include "bench/mixer/mixers.h"
 #include "bench/mixer/served_kernel.h"
 #include "client/scantune_client.h"
@@ -19,6 +19,8 @@
 #include "worker/gpu_context.h"
 
 namespace scantune::mixer {
+
+using bench::JsonWriter;
 namespace {
 
 enum TimedMode { kForward = 0, kBackward = 1, kForwardBackward = 2 };

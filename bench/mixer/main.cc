@@ -2,11 +2,10 @@
 // with the recurrence backends the scantune service selected. See
 // bench/mixer/README.md and `scantune-mixer-bench --help`.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_files.h"
 #include "bench/mixer/bench_runner.h"
 #include "bench/mixer/options.h"
 #include "bench/mixer/report.h"
@@ -17,17 +16,6 @@ namespace {
 using namespace scantune;
 using namespace scantune::mixer;
 
-Status WriteFile(const std::string& path, const std::string& text) {
-  const std::filesystem::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return FailedPrecondition("cannot write " + path);
-  out << text;
-  out.close();
-  if (!out) return FailedPrecondition("writing " + path + " failed");
-  return Status::Ok();
-}
 
 int Main(const std::vector<std::string>& args) {
   InitLogging();
@@ -52,7 +40,7 @@ int Main(const std::vector<std::string>& args) {
     }
     report = std::move(*run);
   }
-  if (Status st = WriteFile(options->out, ReportToJson(report)); !st.ok()) {
+  if (Status st = bench::WriteTextFile(options->out, ReportToJson(report)); !st.ok()) {
     std::fprintf(stderr, "scantune-mixer-bench: %s\n", st.ToString().c_str());
     return 1;
   }

@@ -1,15 +1,11 @@
 #include "bench/mixer/options.h"
 
 #include <cstdlib>
-#include <filesystem>
 #include <sstream>
 
+#include "bench/common/bench_files.h"
 #include "client/arg_parser.h"
 #include "common/problem.h"
-
-#ifndef SCANTUNE_SOURCE_DIR
-#define SCANTUNE_SOURCE_DIR "."
-#endif
 
 namespace scantune::mixer {
 namespace {
@@ -127,23 +123,6 @@ std::string Usage() {
          MakeParser().Help();
 }
 
-std::string DefaultSeedFile() {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("SCANTUNE_SEED_001"); env && *env) candidates.push_back(env);
-  for (const fs::path dir : {fs::path("../shared/seeds"), fs::path("/work/shared/seeds")}) {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (entry.path().filename().string().rfind("001_", 0) == 0) candidates.push_back(entry.path());
-    }
-  }
-  candidates.push_back("tests/integration/data/seed_001.json");
-  candidates.push_back(fs::path(SCANTUNE_SOURCE_DIR) / "tests/integration/data/seed_001.json");
-  for (const fs::path& p : candidates) {
-    std::error_code ec;
-    if (fs::is_regular_file(p, ec)) return p.string();
-  }
-  return "";
-}
+std::string DefaultSeedFile() { return bench::FindSeedFile("001", "SCANTUNE_SEED_001"); }
 
 }  // namespace scantune::mixer

@@ -10,10 +10,12 @@
 #include <numeric>
 #include <sstream>
 
-#include "bench/mixer/json_writer.h"
+#include "bench/common/json_writer.h"
 #include "common/stats.h"
 
 namespace scantune::mixer {
+
+using bench::JsonWriter;
 
 ModeSummary Summarize(const std::vector<double>& samples_ms) {
   ModeSummary s;

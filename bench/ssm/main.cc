@@ -2,12 +2,11 @@
 // the daemon's Tune records plus direct runs (rel_err_vs_scan) and fresh
 // processes (device_peak, max_len). See bench/ssm/README.md and --help.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_files.h"
 #include "bench/ssm/bench_runner.h"
 #include "bench/ssm/fresh_process.h"
 #include "bench/ssm/options.h"
@@ -19,17 +18,6 @@ namespace {
 using namespace scantune;
 using namespace scantune::ssmbench;
 
-Status WriteFile(const std::string& path, const std::string& text) {
-  const std::filesystem::path p(path);
-  std::error_code ec;
-  if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return FailedPrecondition("cannot write " + path);
-  out << text;
-  out.close();
-  if (!out) return FailedPrecondition("writing " + path + " failed");
-  return Status::Ok();
-}
 
 int Main(const std::vector<std::string>& args) {
   InitLogging();
@@ -55,7 +43,7 @@ int Main(const std::vector<std::string>& args) {
     }
     report = std::move(*run);
   }
-  if (Status st = WriteFile(options->out, ReportToJson(report)); !st.ok()) {
+  if (Status st = bench::WriteTextFile(options->out, ReportToJson(report)); !st.ok()) {
     std::fprintf(stderr, "scantune-ssm-bench: %s\n", st.ToString().c_str());
     return 1;
   }

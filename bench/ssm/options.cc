@@ -2,14 +2,10 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <filesystem>
 #include <sstream>
 
+#include "bench/common/bench_files.h"
 #include "client/arg_parser.h"
-
-#ifndef SCANTUNE_SOURCE_DIR
-#define SCANTUNE_SOURCE_DIR "."
-#endif
 
 namespace scantune::ssmbench {
 namespace {
@@ -181,23 +177,6 @@ std::string Usage() {
          MakeParser().Help();
 }
 
-std::string DefaultSeedFile() {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> candidates;
-  if (const char* env = std::getenv("SCANTUNE_SEED_004"); env && *env) candidates.push_back(env);
-  for (const fs::path& dir : {fs::path("../shared/seeds"), fs::path("/work/shared/seeds")}) {
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (entry.path().filename().string().rfind("004_", 0) == 0) candidates.push_back(entry.path());
-    }
-  }
-  candidates.push_back("tests/integration/data/seed_004.json");
-  candidates.push_back(fs::path(SCANTUNE_SOURCE_DIR) / "tests/integration/data/seed_004.json");
-  for (const fs::path& path : candidates) {
-    std::error_code ec;
-    if (fs::is_regular_file(path, ec)) return path.string();
-  }
-  return "";
-}
+std::string DefaultSeedFile() { return bench::FindSeedFile("004", "SCANTUNE_SEED_004"); }
 
 }  // namespace scantune::ssmbench

@@ -10,13 +10,13 @@
 #include <set>
 #include <sstream>
 
-#include "bench/mixer/json_writer.h"
+#include "bench/common/json_writer.h"
 #include "bench/ssm/families.h"
 #include "worker/op_io.h"
 
 namespace scantune::ssmbench {
 
-using mixer::JsonWriter;
+using bench::JsonWriter;
 
 namespace {
 

@@ -11,7 +11,7 @@
 #include "bench/mixer/bench_runner.h"
 #include "bench/mixer/blockdiag_gemm.h"
 #include "bench/mixer/glue_kernels.h"
-#include "bench/mixer/json_writer.h"
+#include "bench/common/json_writer.h"
 #include "bench/mixer/options.h"
 #include "bench/mixer/param_pack.h"
 #include "bench/mixer/report.h"
@@ -19,6 +19,8 @@
 
 namespace scantune::mixer {
 namespace {
+
+using bench::JsonWriter;
 
 std::string SeedText() {
   std::ifstream in(std::string(SCANTUNE_SOURCE_DIR) + "/tests/integration/data/seed_001.json");

@@ -1,11 +1,11 @@
-#include "bench/mixer/json_writer.h"
+#include "bench/common/json_writer.h"
 
 #include <cassert>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 
-namespace scantune::mixer {
+namespace scantune::bench {
 
 std::string JsonWriter::Escape(std::string_view s) {
   std::string out = "\"";
@@ -136,4 +136,4 @@ void JsonWriter::FieldNumbers(std::string_view key, const std::vector<double>& v
   EndArray();
 }
 
-}  // namespace scantune::mixer
+}  // namespace scantune::bench

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace scantune::mixer {
+namespace scantune::bench {
 
 class JsonWriter {
  public:
@@ -55,4 +55,4 @@ class JsonWriter {
   std::vector<Level> stack_;
 };
 
-}  // namespace scantune::mixer
+}  // namespace scantune::bench
