@@ -52,7 +52,7 @@ constexpr int64_t kMaxLookbackHeldBytes = 512;
 // vec 8 lost to vec 4 at every shape and tile on the H200 (bench/NOTES.md).
 constexpr int kSmemVecs[] = {4};
 constexpr int kSmemThreads[] = {128, 256};
-constexpr std::pair<int, int> kSmemStripTiles[] = {{64, 128}, {64, 256}, {128, 64}, {128, 128}};
+constexpr std::pair<int, int> kSmemStripTiles[] = {{64, 128}, {64, 256}, {128, 64}, {128, 128}, {32, 512}};
 // More segments than this make the per-thread prefix over segments (O(segments)
 // shared loads per channel) cost more than the scan; fewer steps per thread
 // than this leave the segments too short to amortise it.
