@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One GPU call that runs a whole measuring round within the device tool's
+# 10-minute limit, each stage under its own time limit and in its own folder
+# under $OUT:
+#   tests/   ctest -L gpu for the gated and selective_scan suites
+#   linear/  linear_scan bf16 (LINEAR_TUNE, default fwd) at the seed-001 shapes, the
+#            variants in LINEAR_VARIANTS (gpu_round.sh tune)
+#   mixer/   rglru and samu tuned at the seed-001 shapes, then the mixer table (gpu_mixer.sh)
+#   ssm/     the seed-004 selective-scan table (gpu_ssm.sh)
+# The device tool brings back at most 8 files, so the stages write under
+# /tmp/gpu-final and everything ends up in $OUT/final.tgz, with the summary
+# (what this script prints) in $OUT/summary.txt.
+#   device.run carry=[".bundle"] command="bash scripts/gpu_final.sh"
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+out_dir=${OUT:-$(pwd)/gpu-out}
+top=/tmp/gpu-final
+rm -rf "$top" && mkdir -p "$top" "$out_dir"
+stage() {  # stage NAME SECONDS COMMAND...
+  local name=$1 limit=$2
+  shift 2
+  mkdir -p "$top/$name"
+  echo "== $name (limit ${limit} s)"
+  local start=$(date +%s)
+  OUT=$top/$name timeout "$limit" "$@" >"$top/$name/stdout.txt" 2>&1
+  echo "   $name: exit $? after $(( $(date +%s) - start )) s"
+}
+stage tests "${TESTS_S:-140}" bash -c "source '$here/gpu_env.sh' && \
+  ctest --test-dir \"\$bin\" -L gpu -R '${TESTS_RE:-Gated|Ssm}' --output-on-failure --timeout 130"
+SCANTUNE_TUNE="${LINEAR_TUNE:-linear_scan:bf16:fwd}" \
+  SCANTUNE_VARIANTS="${LINEAR_VARIANTS:-lookbacksmem_v4_t128_c64_i256,lookbacksmem_v4_t128_c32_i512}" \
+  stage linear "${LINEAR_S:-35}" bash "$here/gpu_round.sh" tune
+stage mixer "${MIXER_S:-190}" bash "$here/gpu_mixer.sh"
+SSM_DEADLINE_S=${SSM_DEADLINE_S:-150} SSM_TIMEOUT_S=${SSM_TIMEOUT_S:-195} stage ssm "${SSM_S:-200}" bash "$here/gpu_ssm.sh"
+{
+  grep -E "Passed|Failed|tests passed" "$top/tests/stdout.txt" | tail -8
+  grep -E "problem|variant  |median" "$top/linear/select.txt" | paste - - - | awk '{$1=$1};1'
+  tail -32 "$top/mixer/mixer_table.txt"
+  tail -40 "$top/ssm/ssm_table.txt"
+} 2>&1 | tee "$out_dir/summary.txt"
+tar czf "$out_dir/final.tgz" -C /tmp gpu-final
