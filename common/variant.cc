@@ -45,6 +45,8 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
     case Algorithm::kFusedSeg:
       return {{'d', &Variant::dim_block}, {'s', &Variant::state_split}, {'c', &Variant::chunk},
               {'g', &Variant::segment}};
+    case Algorithm::kTimeScan:
+      return {{'d', &Variant::dim_block}, {'w', &Variant::segments}, {'i', &Variant::items}};
     case Algorithm::kTestFault:
     case Algorithm::kTestHang:
       return {};
@@ -63,6 +65,7 @@ const char* AlgorithmName(Algorithm algorithm) {
     case Algorithm::kLookbackPipe: return "lookbackpipe";
     case Algorithm::kFused: return "fused";
     case Algorithm::kFusedSeg: return "fusedseg";
+    case Algorithm::kTimeScan: return "tscan";
     case Algorithm::kTestFault: return "test_fault";
     case Algorithm::kTestHang: return "test_hang";
   }
@@ -108,9 +111,11 @@ StatusOr<Variant> Variant::Parse(std::string_view name) {
     v.algorithm = Algorithm::kFused;
   } else if (algo == "fusedseg") {
     v.algorithm = Algorithm::kFusedSeg;
+  } else if (algo == "tscan") {
+    v.algorithm = Algorithm::kTimeScan;
   } else {
     return bad("unknown algorithm '" + std::string(algo) +
-               "' (sequential, chunked, lookback, lookbacksmem, lookbackpipe, fused, fusedseg)");
+               "' (sequential, chunked, lookback, lookbacksmem, lookbackpipe, fused, fusedseg, tscan)");
   }
   const std::vector<KnobSpec> knobs = KnobsOf(v.algorithm);
   if (parts.size() != knobs.size() + 1) {
@@ -140,6 +145,7 @@ int Variant::Complexity() const {
     case Algorithm::kLookbackPipe: return 4;
     case Algorithm::kFused: return 3;
     case Algorithm::kFusedSeg: return 4;
+    case Algorithm::kTimeScan: return 4;
     case Algorithm::kTestFault:
     case Algorithm::kTestHang: return 100;
   }

@@ -21,6 +21,7 @@ enum class Algorithm {
   kLookbackPipe, // kLookbackSmem made persistent: each block loops over tiles, next tile's loads in flight
   kFused,       // selective_scan: state-blocked single pass (dim_block channels x state_split lanes per block)
   kFusedSeg,    // selective_scan: kFused with time split into segments (local scan, carry, rescan)
+  kTimeScan,    // selective_scan: lanes along time (items per lane), loop over states, chunk carry; one exp per (t, d, n)
   kTestFault,    // test-only: writes far outside its buffers (must be recorded, never selected)
   kTestHang,     // test-only: spins forever (must be recorded as TIMEOUT)
 };
@@ -39,6 +40,8 @@ struct Variant {
   int dim_block = 0;    // kFused, kFusedSeg: channels per block
   int state_split = 0;  // kFused, kFusedSeg: lanes per channel (each holds state / state_split states)
   int segment = 0;      // kFusedSeg: timesteps per time segment
+                        // kTimeScan: dim_block (channels per block), segments (warps along time per channel),
+                        // items (timesteps per lane)
 
   std::string Name() const;
   static StatusOr<Variant> Parse(std::string_view name);

@@ -5,6 +5,9 @@
 //   chunked_v1_t{T}_c{G}     one thread per channel, time segments of G steps
 //   fused_d{D}_s{S}_c{C}     D channels x S lanes per channel per block, whole sequence
 //   fusedseg_d{D}_s{S}_c{C}_g{G}  fused with time segments of G steps
+//   tscan_d{D}_w{W}_i{I}     lanes along time: D channels x W warps per channel per
+//                            block, I steps per lane; one pass, loop over states
+//                            (templates <T, N, D, W, I, bias, softplus, gate>)
 // The grid and workspace formulas here mirror the kernels' index math
 // (SsmWorkspaceLayout is shared with them). Pure functions; no CUDA.
 #include <algorithm>
@@ -32,6 +35,13 @@ struct FusedKnobs {
 constexpr FusedKnobs kFusedVariants[] = {
     {32, 4, 8, 0},  {64, 4, 8, 0},    {32, 8, 8, 0},    {16, 8, 8, 0},    {16, 16, 16, 0},
     {32, 4, 8, 256}, {32, 4, 8, 1024}, {32, 8, 8, 512}, {64, 4, 8, 512}, {16, 16, 16, 256}};
+
+// tscan (dim_block, warps along time, items per lane). No spills at N 8..64
+// (ptxas -v, sm_90): see bench/NOTES.md "selective_scan v2".
+struct TscanKnobs {
+  int dim_block, warps, items;
+};
+constexpr TscanKnobs kTscanVariants[] = {{8, 1, 4}, {8, 1, 8}, {8, 2, 4}, {16, 1, 4}, {4, 4, 2}};
 
 // Estimated fp32 registers a backward thread keeps live (recomputed states
 // and transitions, per-step partials, the current and next tile's inputs).
@@ -129,10 +139,19 @@ class SsmPlannerImpl final : public OpPlanner {
       v.segment = k.segment;
       variants.push_back(v);
     }
+    for (const TscanKnobs& k : kTscanVariants) {
+      Variant v;
+      v.algorithm = Algorithm::kTimeScan;
+      v.dim_block = k.dim_block;
+      v.segments = k.warps;
+      v.items = k.items;
+      variants.push_back(v);
+    }
     return variants;
   }
 
   Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
+    if (v.algorithm == Algorithm::kTimeScan) return CanImplementTscan(v, problem, device);
     ASSIGN_OR_RETURN(const Config c, ConfigOf(v));
     const Shape& s = problem.shape;
     const int n = problem.ssm.state;
@@ -200,6 +219,7 @@ class SsmPlannerImpl final : public OpPlanner {
 
   StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
     RETURN_IF_ERROR(CanImplement(v, problem, device));
+    if (v.algorithm == Algorithm::kTimeScan) return MakePlanTscan(v, problem, device);
     ASSIGN_OR_RETURN(const Config c, ConfigOf(v));
     const Shape& s = problem.shape;
     const int n = problem.ssm.state;
@@ -249,6 +269,18 @@ class SsmPlannerImpl final : public OpPlanner {
   }
 
   std::vector<std::string> NameExpressions(const Variant& v, Op, DType dtype, const SsmOptions& ssm) const override {
+    if (v.algorithm == Algorithm::kTimeScan) {
+      const int n = ssm.state == 0 ? 16 : ssm.state;
+      auto b = [](bool flag) { return flag ? std::string("true") : std::string("false"); };
+      const std::string args = std::string(TypeName(dtype)) + ", " + std::to_string(n) + ", " +
+                               std::to_string(v.dim_block) + ", " + std::to_string(v.segments) + ", " +
+                               std::to_string(v.items) + ", " + b(ssm.delta_bias) + ", " + b(ssm.delta_softplus) +
+                               ", " + b(ssm.z_gate);
+      // fwd (y), fwd (y + checkpoints), checkpoints only, bwd, bwd_finalize
+      return {Instance("selective_scan_tscan_fwd", args + ", 1"), Instance("selective_scan_tscan_fwd", args + ", 3"),
+              Instance("selective_scan_tscan_fwd", args + ", 2"), Instance("selective_scan_tscan_bwd", args),
+              Instance("selective_scan_bwd_finalize", std::string(TypeName(dtype)) + ", " + std::to_string(n))};
+    }
     StatusOr<Config> config = ConfigOf(v);
     if (!config.ok()) return {};
     const Config& c = *config;
@@ -312,6 +344,114 @@ class SsmPlannerImpl final : public OpPlanner {
   }
 
   uint32_t ParamSize(Op) const override { return sizeof(SelectiveScanParams); }
+
+ private:
+  static Status CanImplementTscan(const Variant& v, const Problem& problem, const DeviceLimits& device) {
+    const Shape& s = problem.shape;
+    const int n = problem.ssm.state;
+    if (n != 8 && n != 16 && n != 32 && n != 64) {
+      return InvalidArgument("state " + std::to_string(n) + " not in {8, 16, 32, 64}");
+    }
+    if (s.batch < 1 || s.length < 1 || s.width < 1) {
+      return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
+    }
+    if (!PowerOfTwo(v.dim_block) || v.dim_block > 32) {
+      return InvalidArgument("dim_block " + std::to_string(v.dim_block) + " must be a power of two <= 32");
+    }
+    if (v.segments != 1 && v.segments != 2 && v.segments != 4) {
+      return InvalidArgument("warps along time " + std::to_string(v.segments) + " not in {1, 2, 4}");
+    }
+    if (v.items < 1 || v.items > 16) {
+      return InvalidArgument("items " + std::to_string(v.items) + " not in [1, 16]");
+    }
+    const int threads = v.dim_block * v.segments * 32;
+    if (threads > device.max_threads_per_block) {
+      return ResourceExhausted(std::to_string(threads) + " threads per block exceed the device's " +
+                               std::to_string(device.max_threads_per_block));
+    }
+    if (threads % n != 0) {
+      return InvalidArgument("threads per block " + std::to_string(threads) + " must be a multiple of N");
+    }
+    // Live fp32 values per thread (the kernels' arrays of K items): above ~255 registers ptxas spills.
+    const int live_fwd = 24 + 10 * v.items, live_bwd = 32 + 24 * v.items;
+    const int live = std::max(HasFwd(problem.mode) ? live_fwd : 0, HasBwd(problem.mode) ? live_bwd : 0);
+    if (live > 255) {
+      return ResourceExhausted("about " + std::to_string(live) + " live fp32 values per thread: would spill");
+    }
+    if (HasBwd(problem.mode) && n == 64 && v.segments * v.items >= 8 && threads >= 512) {
+      // 512 threads hold at most 128 registers; ptxas -v spills (bf16, N = 64) here.
+      return ResourceExhausted("backward at N = 64 with " + std::to_string(threads) +
+                               " threads and a 256-step chunk would spill (128 registers per thread)");
+    }
+    const int64_t shared = TscanShared(v, problem, HasBwd(problem.mode));
+    if (shared > device.max_shared_per_block) {
+      return ResourceExhausted("dynamic shared memory " + std::to_string(shared) + " bytes exceeds the device's " +
+                               std::to_string(device.max_shared_per_block));
+    }
+    if (s.batch > kMaxGridYZ) {
+      return ResourceExhausted(std::to_string(s.batch) + " batches: over the grid's z limit of 65535");
+    }
+    return Status::Ok();
+  }
+
+  // Bytes of dynamic shared memory: the larger of the forward's and (bwd) the backward's.
+  static int64_t TscanShared(const Variant& v, const Problem& problem, bool bwd) {
+    const bool gate = problem.ssm.z_gate;
+    const int64_t fwd = SsmTscanSmemLayout(problem.ssm.state, v.dim_block, v.segments, v.items, gate, false).total;
+    const int64_t back = bwd ? SsmTscanSmemLayout(problem.ssm.state, v.dim_block, v.segments, v.items, gate, true).total : 0;
+    return std::max(fwd, back) * static_cast<int64_t>(sizeof(float));
+  }
+
+  StatusOr<LaunchPlan> MakePlanTscan(const Variant& v, const Problem& problem, const DeviceLimits& device) const {
+    const Shape& s = problem.shape;
+    const int n = problem.ssm.state;
+    const bool gate = problem.ssm.z_gate;
+    const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, problem.ssm);
+    const std::array<uint32_t, 3> grid = {static_cast<uint32_t>(CeilDiv(s.width, v.dim_block)), 1u,
+                                          static_cast<uint32_t>(s.batch)};
+    const uint32_t threads = static_cast<uint32_t>(v.dim_block * v.segments * 32);
+    const uint32_t fwd_shared = static_cast<uint32_t>(
+        SsmTscanSmemLayout(n, v.dim_block, v.segments, v.items, gate, false).total * sizeof(float));
+    const uint32_t bwd_shared = static_cast<uint32_t>(
+        SsmTscanSmemLayout(n, v.dim_block, v.segments, v.items, gate, true).total * sizeof(float));
+    const int64_t finalize_elements = std::max<int64_t>(s.batch * s.length * n, s.width * n);
+    const uint32_t finalize_blocks =
+        static_cast<uint32_t>(std::min<int64_t>(CeilDiv(finalize_elements, kFinalizeThreads), 8 * device.sm_count));
+    LaunchPlan plan;
+    auto add = [&](size_t index, const char* phase, std::array<uint32_t, 3> g, uint32_t block, uint32_t shared) {
+      Launch launch;
+      launch.name_expression = names[index];
+      launch.phase = phase;
+      launch.grid = g;
+      launch.block = {block, 1, 1};
+      launch.shared_bytes = shared;
+      plan.launches.push_back(std::move(launch));
+    };
+    // names: fwd<y>, fwd<y + checkpoints>, fwd<checkpoints>, bwd, bwd_finalize. In fwd_bwd the
+    // backward reads the checkpoints its forward phase left in the workspace (beyond the zeroed prefix).
+    switch (problem.mode) {
+      case Mode::kFwd:
+        add(0, "fwd", grid, threads, fwd_shared);
+        break;
+      case Mode::kFwdBwd:
+        add(1, "fwd", grid, threads, fwd_shared);
+        add(3, "bwd", grid, threads, bwd_shared);
+        add(4, "bwd", {finalize_blocks, 1, 1}, kFinalizeThreads, 0);
+        break;
+      case Mode::kBwd:
+        add(2, "bwd", grid, threads, fwd_shared);
+        add(3, "bwd", grid, threads, bwd_shared);
+        add(4, "bwd", {finalize_blocks, 1, 1}, kFinalizeThreads, 0);
+        break;
+    }
+    if (HasBwd(problem.mode)) {
+      const SsmWorkspace w =
+          SsmWorkspaceLayout(s.batch, s.length, s.width, n, 0, SsmTscanChunk(v.segments, v.items));
+      plan.workspace_bytes = static_cast<uint64_t>(w.total) * sizeof(float);
+      plan.workspace_zero_bytes = static_cast<uint64_t>(w.zero_end) * sizeof(float);
+    }
+    return plan;
+  }
 };
 
 }  // namespace

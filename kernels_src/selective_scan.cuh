@@ -26,7 +26,7 @@
 // (dBm, dCm) by warp reduce-scatter, over time and batch (dA, dDv,
 // ddelta_bias) in registers; cross-block sums by fp32 atomics into the zeroed
 // workspace prefix; (4) selective_scan_bwd_finalize converts them.
-// exp(delta A) is exp2(delta * A log2 e) with the log2 e folded into A once.
+// exp(delta A) is exp2(delta * A log2 e) with the log2 e folded into A once (Ex2: one MUFU.EX2).
 #pragma once
 
 #include "scan_common.cuh"
@@ -35,6 +35,15 @@
 namespace ssm {
 
 constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x as one MUFU.EX2 (exp2f without fast math adds a range fix-up of ~3
+// instructions around it). ftz: results below 2^-126 flush to zero, which
+// no fp32 tolerance can see in a decay factor.
+__device__ __forceinline__ float Ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 
 template <typename T>
 __device__ __forceinline__ float Ld(const void* p, long long i) {
@@ -250,7 +259,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_local(Sel
           sum += tile.dl[i];
 #pragma unroll
           for (int s = 0; s < C::S; ++s) {
-            const float dA = exp2f(tile.dl[i] * chn.A2[s]);
+            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
             h[s] = fmaf(dA, h[s], x * sB[i * N + w.sub * C::S + s]);
           }
         }
@@ -280,7 +289,7 @@ __global__ void __launch_bounds__(256) selective_scan_carry(SelectiveScanParams 
     const long long at = (b * segs + s) * D * N + dn;
     const float local = wsf[ws.hseg + at];
     wsf[ws.hseg + at] = h;
-    h = fmaf(exp2f(a2 * wsf[ws.sdelta + (b * segs + s) * D + d]), h, local);
+    h = fmaf(ssm::Ex2(a2 * wsf[ws.sdelta + (b * segs + s) * D + d]), h, local);
   }
   if (BWD) {
     float r = 0.f;
@@ -288,7 +297,7 @@ __global__ void __launch_bounds__(256) selective_scan_carry(SelectiveScanParams 
       const long long at = (b * segs + s) * D * N + dn;
       const float local = wsf[ws.gseg + at];
       wsf[ws.gseg + at] = r;
-      r = fmaf(exp2f(a2 * wsf[ws.sdelta + (b * segs + s) * D + d]), r, local);
+      r = fmaf(ssm::Ex2(a2 * wsf[ws.sdelta + (b * segs + s) * D + d]), r, local);
     }
   }
 }
@@ -314,7 +323,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_main(Sele
 #pragma unroll
           for (int s = 0; s < C::S; ++s) {
             const int n = w.sub * C::S + s;
-            const float dA = exp2f(tile.dl[i] * chn.A2[s]);
+            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
             h[s] = fmaf(dA, h[s], x * sB[i * N + n]);
             acc = fmaf(sC[i * N + n], h[s], acc);
           }
@@ -353,7 +362,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_local(Sel
           sum += tile.dl[i];
 #pragma unroll
           for (int s = 0; s < C::S; ++s) {
-            const float dA = exp2f(tile.dl[i] * chn.A2[s]);
+            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
             h[s] = fmaf(dA, h[s], x * sB[i * N + w.sub * C::S + s]);
           }
         }
@@ -366,7 +375,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_local(Sel
           const float dyg = GATE ? tile.dy[i] * tile.z[i] * ssm::Sigmoid(tile.z[i]) : tile.dy[i];
 #pragma unroll
           for (int s = 0; s < C::S; ++s) {
-            const float dA = exp2f(tile.dl[i] * chn.A2[s]);
+            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
             g[s] = dA * fmaf(sC[i * N + w.sub * C::S + s], dyg, g[s]);
           }
         }
@@ -414,7 +423,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
           const float x = tile.dl[i] * tile.u[i];
 #pragma unroll
           for (int s = 0; s < S; ++s) {
-            const float dA = exp2f(tile.dl[i] * chn.A2[s]);
+            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
             h[s] = fmaf(dA, h[s], x * sB[i * N + w.sub * S + s]);
           }
         }
@@ -448,7 +457,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
 #pragma unroll
           for (int s = 0; s < S; ++s) {
             const float bn = ssm::Ld<T>(p.Bm, w.Token(t) * N + w.sub * S + s);
-            h_start[s] = fmaf(exp2f(dl * chn.A2[s]), h_start[s], x * bn);
+            h_start[s] = fmaf(ssm::Ex2(dl * chn.A2[s]), h_start[s], x * bn);
           }
         }
 #pragma unroll
@@ -456,7 +465,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
           const float x = tile.dl[i] * tile.u[i];
 #pragma unroll
           for (int s = 0; s < S; ++s) {
-            dAs[i][s] = exp2f(tile.dl[i] * chn.A2[s]);
+            dAs[i][s] = ssm::Ex2(tile.dl[i] * chn.A2[s]);
             hs[i][s] = fmaf(dAs[i][s], i ? hs[i - 1][s] : h_start[s], x * sB[i * N + w.sub * S + s]);
           }
         }
@@ -571,3 +580,452 @@ __global__ void __launch_bounds__(256) selective_scan_bwd_finalize(SelectiveScan
 
 #undef SSM_TEMPLATE
 #undef SSM_CFG
+
+// ---------------------------------------------------------------------------
+// tscan: lanes along time, the loop over states outside (Mamba's own layout
+// of the work, here token-major). A block holds DB channels x TW warps per
+// channel; lane tpos = tw * 32 + lane of a channel holds the K consecutive
+// timesteps tpos * K .. tpos * K + K - 1 of a chunk of TC = 32 * TW * K steps.
+// Per chunk the block stages delta, u (, z, dy) [DB][TC] and Bm, Cm [N][TC]
+// in shared memory (coalesced: each timestep's DB channels are contiguous),
+// at slot k * (32 TW) + tpos so that a warp reads consecutive slots. Per
+// state n: each lane composes its K affine steps (P, H), a warp scan (and,
+// TW > 1, a scan over the channel's warps in shared memory) gives every lane
+// its entering state from the chunk's carry, and a second sweep over the K
+// registers forms h and y. One exp per (t, d, n), reused by both sweeps.
+// Forward: selective_scan_tscan_fwd (OUT bit 0: y and h_final; bit 1: the
+// state at every chunk start into the workspace's checkpoints). Backward:
+// selective_scan_tscan_bwd walks the chunks in reverse; per state it
+// recomputes the chunk's states from its checkpoint (one exp, kept in
+// registers for the adjoint), scans the adjoint q_t = dA_t (C_t dyg_t +
+// q_{t+1}) in reverse the same way, and forms the gradients; dBm, dCm are
+// summed over the block's channels in shared memory and leave as one
+// coalesced atomic per (t, n) per block and chunk; dA per (d, n) sums in
+// shared memory over the whole sequence (one atomic per block).
+namespace ssm {
+
+constexpr unsigned kFull = 0xffffffffu;
+
+template <int N_, int DB_, int TW_, int K_>
+struct TCfg {
+  static constexpr int N = N_, DB = DB_, TW = TW_, K = K_;
+  static constexpr int TPC = 32 * TW;  // lanes per channel
+  static constexpr int TC = TPC * K;   // timesteps per chunk
+  static constexpr int THREADS = DB * TPC;
+  static constexpr int RS = static_cast<int>(SsmTscanRowStride(DB, TW, K));  // staged row stride (bank-conflict pad)
+  static constexpr int NS = TC + 1;                                            // Bm / Cm row stride
+  static_assert(N == 8 || N == 16 || N == 32 || N == 64, "N must be 8, 16, 32 or 64");
+  static_assert(DB >= 1 && DB <= 32 && (DB & (DB - 1)) == 0, "dim_block must be a power of two <= 32");
+  static_assert(THREADS <= 1024, "dim_block x 32 x warps must be <= 1024");
+  static_assert(TW == 1 || TW == 2 || TW == 4, "warps along time: 1, 2 or 4");
+  // Blocks per SM the register budget aims at (__launch_bounds__): fp32 values a
+  // thread keeps live are about 24 + 10 K forward, 32 + 24 K backward.
+  static constexpr int MinBlocks(int live) {
+    return 65536 / (THREADS * live) < 1 ? 1 : 65536 / (THREADS * live);
+  }
+  static constexpr int FWD_BLOCKS = MinBlocks(24 + 10 * K);
+  static constexpr int BWD_BLOCKS = MinBlocks(32 + 24 * K);
+  // The forward interleaves two states' scans (ILP over the shuffle latency) where registers
+  // allow (ptxas -v: no spills at N 8..64, all options, with one warp along time and K >= 4).
+  static constexpr int FWD_STATE_UNROLL = K >= 4 && TW == 1 ? 2 : 1;
+};
+
+// Staged rows: element (ch, step pos * K + k) at ch * RS + k * TPC + pos.
+// Thread tid stages channel tid % DB at position tid / DB, steps k = 0 .. K-1
+// (THREADS = DB x TPC): a warp's loads cover 32 / DB timesteps x DB channels.
+template <typename T, typename C, int NSRC>
+__device__ __forceinline__ void StageRows(float* rows, const void* const (&src)[NSRC], long long b, long long L,
+                                          long long D, long long d0, long long tc) {
+  const int ch = threadIdx.x % C::DB, pos = threadIdx.x / C::DB;
+  const long long t0 = tc + pos * C::K;
+  const bool dok = d0 + ch < D;
+  const long long base = (b * L + t0) * D + d0 + ch;
+  float* dst = rows + ch * C::RS + pos;
+#pragma unroll
+  for (int k = 0; k < C::K; ++k) {
+    const bool ok = dok && t0 + k < L;
+#pragma unroll
+    for (int a = 0; a < NSRC; ++a) dst[a * C::DB * C::RS + k * C::TPC] = ok ? Ld<T>(src[a], base + k * D) : 0.f;
+  }
+}
+
+template <typename T, typename C>
+__device__ __forceinline__ void StoreRows(void* dst, const float* row, long long b, long long L, long long D,
+                                          long long d0, long long tc) {
+  const int ch = threadIdx.x % C::DB, pos = threadIdx.x / C::DB;
+  const long long t0 = tc + pos * C::K;
+  const bool dok = d0 + ch < D;
+  const long long base = (b * L + t0) * D + d0 + ch;
+  const float* src = row + ch * C::RS + pos;
+#pragma unroll
+  for (int k = 0; k < C::K; ++k) {
+    if (dok && t0 + k < L) St<T>(dst, base + k * D, src[k * C::TPC]);
+  }
+}
+
+// Bm, Cm of the chunk: (n, step pos * K + k) at n * NS + k * TPC + pos.
+// The chunk's (t, n) are contiguous in (B, L, N): thread tid takes n = tid % N.
+template <typename T, typename C>
+__device__ __forceinline__ void StageBC(float* sB, float* sC, const SelectiveScanParams& p, long long b, long long L,
+                                        long long tc) {
+  static_assert(C::THREADS % C::N == 0, "threads must be a multiple of N");
+  constexpr int kIters = C::TC * C::N / C::THREADS;
+  constexpr int kStep = C::THREADS / C::N;  // timesteps per iteration
+  const int n = threadIdx.x % C::N, tl0 = threadIdx.x / C::N;
+  const long long base = (b * L + tc) * C::N + threadIdx.x;
+  const long long left = L - tc;  // steps of the chunk inside the sequence
+#pragma unroll
+  for (int r = 0; r < kIters; ++r) {
+    const int tl = r * kStep + tl0;
+    const int slot = n * C::NS + (tl % C::K) * C::TPC + tl / C::K;
+    const bool ok = tl < left;
+    sB[slot] = ok ? Ld<T>(p.Bm, base + r * C::THREADS) : 0.f;
+    sC[slot] = ok ? Ld<T>(p.Cm, base + r * C::THREADS) : 0.f;
+  }
+}
+
+// Scan of the affine maps h -> P h + H of a channel's lanes over the chunk,
+// forward in time (REV false: lane order) or in reverse. (P, H): the lane's
+// own composition. start: the value entering the chunk. Returns the value
+// entering this lane; end: the value leaving the chunk (meaningful at the
+// last lane in scan order: lane 31 of warp TW - 1, or lane 0 of warp 0 REV).
+// TW > 1: agg is this channel's [TW][2] slot (double buffered by the
+// caller); every thread of the block must call (one __syncthreads).
+template <int TW, bool REV>
+__device__ __forceinline__ float ChunkScan(float P, float H, float start, float* agg, int tw, int lane, float& end) {
+#pragma unroll
+  for (int off = 1; off < 32; off <<= 1) {
+    const float Po = REV ? __shfl_down_sync(kFull, P, off) : __shfl_up_sync(kFull, P, off);
+    const float Ho = REV ? __shfl_down_sync(kFull, H, off) : __shfl_up_sync(kFull, H, off);
+    if (REV ? lane + off < 32 : lane >= off) {
+      H = fmaf(P, Ho, H);
+      P *= Po;
+    }
+  }
+  float Pe = REV ? __shfl_down_sync(kFull, P, 1) : __shfl_up_sync(kFull, P, 1);
+  float He = REV ? __shfl_down_sync(kFull, H, 1) : __shfl_up_sync(kFull, H, 1);
+  if (lane == (REV ? 31 : 0)) {
+    Pe = 1.f;
+    He = 0.f;
+  }
+  if (TW > 1) {
+    if (lane == (REV ? 0 : 31)) {
+      agg[tw * 2] = P;
+      agg[tw * 2 + 1] = H;
+    }
+    __syncthreads();
+    if (REV) {
+      for (int j = TW - 1; j > tw; --j) start = fmaf(agg[j * 2], start, agg[j * 2 + 1]);
+    } else {
+      for (int j = 0; j < tw; ++j) start = fmaf(agg[j * 2], start, agg[j * 2 + 1]);
+    }
+  }
+  end = fmaf(P, start, H);
+  return fmaf(Pe, start, He);
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFull, v, off);
+  return v;
+}
+
+}  // namespace ssm
+
+#define SSM_T_TEMPLATE \
+  template <typename T, int N, int DB, int TW, int K, bool BIAS, bool SOFTPLUS, bool GATE>
+
+// OUT bit 0: y (and h_final when asked); bit 1: the checkpoints (the state at every chunk start).
+template <typename T, int N, int DB, int TW, int K, bool BIAS, bool SOFTPLUS, bool GATE, int OUT>
+__global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::FWD_BLOCKS)) selective_scan_tscan_fwd(SelectiveScanParams p) {
+  using C = ssm::TCfg<N, DB, TW, K>;
+  constexpr int RS = C::RS, NS = C::NS, TPC = C::TPC, TC = C::TC;
+  constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, GATE, false);
+  extern __shared__ __align__(16) float smem[];
+  float* rows = smem + kLay.rows;  // delta, u (, z); y over u
+  float* sB = smem + kLay.bc;
+  float* sC = sB + N * NS;
+  float* sCarry = smem + kLay.carry;  // [2][DB][N]
+  float* sA2 = smem + kLay.a2;        // [DB][N]
+  float* sAgg = smem + kLay.agg;      // [2][DB][TW][2]
+  const long long B = p.batch, L = p.length, D = p.dim;
+  const long long b = blockIdx.z, d0 = static_cast<long long>(blockIdx.x) * DB;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int ch = warp / TW, tw = warp % TW, tpos = tw * 32 + lane;
+  const long long d = d0 + ch;
+  const bool valid = d < D;
+  for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
+    const long long di = d0 + i / N;
+    const bool ok = di < D;
+    sA2[i] = ok ? p.A[di * N + i % N] * ssm::kLog2e : 0.f;
+    sCarry[i] = ok && p.h0 ? p.h0[(b * D + di) * N + i % N] : 0.f;
+  }
+  const float Dv = valid ? p.Dv[d] : 0.f;
+  const float bias = BIAS && valid ? p.delta_bias[d] : 0.f;
+  const long long chunks = (L + TC - 1) / TC;
+  const SsmWorkspace ws = SsmWorkspaceLayout(B, L, D, N, 0, TC);
+  float* ckpt = static_cast<float*>(p.workspace) + ws.ckpt;
+  const void* const srcs_g[3] = {p.delta, p.u, p.z};
+  const void* const srcs[2] = {p.delta, p.u};
+  int par = 0;
+  for (long long c = 0; c < chunks; ++c, par ^= 1) {
+    const long long tc = c * TC;
+    __syncthreads();  // the previous chunk's readers are done; the initial carry is visible
+    if (GATE) {
+      ssm::StageRows<T, C, 3>(rows, srcs_g, b, L, D, d0, tc);
+    } else {
+      ssm::StageRows<T, C, 2>(rows, srcs, b, L, D, d0, tc);
+    }
+    ssm::StageBC<T, C>(sB, sC, p, b, L, tc);
+    __syncthreads();
+    float dl[K], x[K], y[K], zz[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int slot = ch * RS + k * TPC + tpos;
+      const bool ok = valid && tc + tpos * K + k < L;
+      const float r = rows[slot] + bias;
+      dl[k] = ok ? (SOFTPLUS ? ssm::Softplus(r) : r) : 0.f;
+      const float u = rows[DB * RS + slot];
+      x[k] = dl[k] * u;
+      y[k] = Dv * u;
+      if (GATE) zz[k] = rows[2 * DB * RS + slot];
+    }
+    const float* cur = sCarry + par * DB * N + ch * N;
+    float* nxt = sCarry + (par ^ 1) * DB * N + ch * N;
+#pragma unroll(C::FWD_STATE_UNROLL)
+    for (int n = 0; n < N; ++n) {
+      const float a2 = sA2[ch * N + n];
+      const float start = cur[n];
+      const float* Bn = sB + n * NS + tpos;
+      const float* Cn = sC + n * NS + tpos;
+      float dA[K], bu[K];
+      float P = 1.f, H = 0.f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        dA[k] = ssm::Ex2(dl[k] * a2);
+        bu[k] = x[k] * Bn[k * TPC];
+        H = fmaf(dA[k], H, bu[k]);
+        P *= dA[k];
+      }
+      float end;
+      const float hin = ssm::ChunkScan<TW, false>(P, H, start, sAgg + ((n & 1) * DB + ch) * TW * 2, tw, lane, end);
+      if ((OUT & 2) && valid && tpos == 0) ckpt[((b * chunks + c) * D + d) * N + n] = start;
+      if (tpos == TPC - 1) nxt[n] = end;
+      float h = hin;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        h = fmaf(dA[k], h, bu[k]);
+        y[k] = fmaf(Cn[k * TPC], h, y[k]);
+      }
+    }
+    if (OUT & 1) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        float v = y[k];
+        if (GATE) v *= zz[k] * ssm::Sigmoid(zz[k]);
+        rows[DB * RS + ch * RS + k * TPC + tpos] = v;  // this thread's own slots of u
+      }
+      __syncthreads();
+      ssm::StoreRows<T, C>(p.y, rows + DB * RS, b, L, D, d0, tc);
+    }
+  }
+  if ((OUT & 1) && p.h_final) {
+    __syncthreads();
+    const float* fin = sCarry + par * DB * N;  // the buffer the last chunk wrote
+    for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
+      const long long di = d0 + i / N;
+      if (di < D) p.h_final[(b * D + di) * N + i % N] = fin[i];
+    }
+  }
+}
+
+SSM_T_TEMPLATE
+__global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BLOCKS)) selective_scan_tscan_bwd(SelectiveScanParams p) {
+  using C = ssm::TCfg<N, DB, TW, K>;
+  constexpr int RS = C::RS, NS = C::NS, TPC = C::TPC, TC = C::TC;
+  constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, GATE, true);
+  static_assert(2 * TC <= 3 * RS, "the channel reduction must fit in the staged rows");
+  extern __shared__ __align__(16) float smem[];
+  float* rows = smem + kLay.rows;  // delta, u, dy (, z); then [2][DB][TC] reduction; then du, ddelta, dz
+  float* sB = smem + kLay.bc;
+  float* sC = sB + N * NS;
+  float* sSum = sC + N * NS;  // [2][N][NS]: the chunk's dBm, dCm summed over the block's channels
+  float* sG = smem + kLay.carry;  // [2][DB][N]: adjoint entering the chunk from the right
+  float* sA2 = smem + kLay.a2;
+  float* sA = smem + kLay.a;
+  float* sdA = smem + kLay.da;     // [DB][TW][N]
+  float* sAgg = smem + kLay.agg;   // [2 directions][2 parities][DB][TW][2]
+  const long long B = p.batch, L = p.length, D = p.dim;
+  const long long b = blockIdx.z, d0 = static_cast<long long>(blockIdx.x) * DB;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int ch = warp / TW, tw = warp % TW, tpos = tw * 32 + lane;
+  const long long d = d0 + ch;
+  const bool valid = d < D;
+  for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
+    const long long di = d0 + i / N;
+    const float a = di < D ? p.A[di * N + i % N] : 0.f;
+    sA[i] = a;
+    sA2[i] = a * ssm::kLog2e;
+    sG[i] = 0.f;
+  }
+  for (int i = threadIdx.x; i < DB * TW * N; i += C::THREADS) sdA[i] = 0.f;
+  const float Dv = valid ? p.Dv[d] : 0.f;
+  const float bias = BIAS && valid ? p.delta_bias[d] : 0.f;
+  const long long chunks = (L + TC - 1) / TC;
+  const SsmWorkspace ws = SsmWorkspaceLayout(B, L, D, N, 0, TC);
+  float* wsf = static_cast<float*>(p.workspace);
+  const float* ckpt = wsf + ws.ckpt;
+  const void* const srcs_g[4] = {p.delta, p.u, p.dy, p.z};
+  const void* const srcs[3] = {p.delta, p.u, p.dy};
+  float dDv_acc = 0.f, dbias_acc = 0.f;
+  int par = 0;
+  for (long long c = chunks - 1; c >= 0; --c, par ^= 1) {
+    const long long tc = c * TC;
+    __syncthreads();  // the previous chunk's readers are done; the initial values are visible
+    if (GATE) {
+      ssm::StageRows<T, C, 4>(rows, srcs_g, b, L, D, d0, tc);
+    } else {
+      ssm::StageRows<T, C, 3>(rows, srcs, b, L, D, d0, tc);
+    }
+    ssm::StageBC<T, C>(sB, sC, p, b, L, tc);
+    __syncthreads();
+    float dl[K], u[K], x[K], dyg[K], du[K], dd[K], dsoft[K], gz[K], yp[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int slot = ch * RS + k * TPC + tpos;
+      const bool ok = valid && tc + tpos * K + k < L;
+      const float r = rows[slot] + bias;
+      dl[k] = ok ? (SOFTPLUS ? ssm::Softplus(r) : r) : 0.f;
+      dsoft[k] = SOFTPLUS ? ssm::Sigmoid(r) : 1.f;
+      u[k] = rows[DB * RS + slot];
+      const float dy = rows[2 * DB * RS + slot];
+      if (GATE) {
+        const float z = rows[3 * DB * RS + slot];
+        const float sig = ssm::Sigmoid(z);
+        dyg[k] = dy * z * sig;
+        gz[k] = dy * sig * (1.f + z * (1.f - sig));  // dz = ypre * gz
+        yp[k] = Dv * u[k];
+      } else {
+        dyg[k] = dy;
+      }
+      x[k] = dl[k] * u[k];
+      du[k] = Dv * dyg[k];
+      dd[k] = 0.f;
+      dDv_acc = fmaf(dyg[k], u[k], dDv_acc);
+    }
+    __syncthreads();  // rows are free: the channel reduction reuses them
+    const float* ckc = ckpt + ((b * chunks + c) * D + (valid ? d : 0)) * N;
+    const float* gcur = sG + par * DB * N + ch * N;
+    float* gnxt = sG + (par ^ 1) * DB * N + ch * N;
+#pragma unroll 1
+    for (int n = 0; n < N; ++n) {
+      const float a2 = sA2[ch * N + n], an = sA[ch * N + n];
+      const float hstart = valid ? ckc[n] : 0.f;
+      const float* Bn = sB + n * NS + tpos;
+      const float* Cn = sC + n * NS + tpos;
+      float dA[K], hs[K], cdy[K];
+      float P = 1.f, H = 0.f;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        dA[k] = ssm::Ex2(dl[k] * a2);
+        hs[k] = x[k] * Bn[k * TPC];
+        H = fmaf(dA[k], H, hs[k]);
+        P *= dA[k];
+      }
+      float unused;
+      const float hin =
+          ssm::ChunkScan<TW, false>(P, H, hstart, sAgg + (((0 * 2 + (n & 1)) * DB + ch) * TW) * 2, tw, lane, unused);
+      float h = hin;
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+        h = fmaf(dA[k], h, hs[k]);
+        hs[k] = h;
+      }
+      // The lane's reverse composition q -> dA_k (C_k dyg_k + q): same product of dA (P of the forward, before the scan).
+      float Pr = 1.f, R = 0.f;
+#pragma unroll
+      for (int k = K - 1; k >= 0; --k) {
+        cdy[k] = Cn[k * TPC] * dyg[k];
+        R = dA[k] * (cdy[k] + R);
+        Pr *= dA[k];
+      }
+      float qend;
+      const float qin =
+          ssm::ChunkScan<TW, true>(Pr, R, gcur[n], sAgg + (((1 * 2 + (n & 1)) * DB + ch) * TW) * 2, tw, lane, qend);
+      if (tpos == 0) gnxt[n] = qend;
+      float q = qin, dAn = 0.f;
+      float* red = rows + ch * TC + tpos;  // [2][DB][TC]
+#pragma unroll
+      for (int k = K - 1; k >= 0; --k) {
+        const float g = cdy[k] + q;  // total adjoint of h_t
+        const float hprev = k ? hs[k - 1] : hin;
+        q = dA[k] * g;
+        const float gdh = q * hprev;  // d/d(delta A) of step t
+        const float gB = g * Bn[k * TPC];
+        du[k] = fmaf(gB, dl[k], du[k]);
+        dd[k] = fmaf(gB, u[k], fmaf(an, gdh, dd[k]));
+        dAn = fmaf(dl[k], gdh, dAn);
+        if (GATE) yp[k] = fmaf(Cn[k * TPC], hs[k], yp[k]);
+        red[k * TPC] = g * x[k];
+        red[DB * TC + k * TPC] = dyg[k] * hs[k];
+      }
+      dAn = ssm::WarpSum(dAn);
+      if (lane == 0) sdA[(ch * TW + tw) * N + n] += dAn;
+      __syncthreads();
+      constexpr int kRedIters = (2 * TC + C::THREADS - 1) / C::THREADS;
+#pragma unroll
+      for (int r = 0; r < kRedIters; ++r) {
+        const int j = r * C::THREADS + threadIdx.x;
+        if ((2 * TC) % C::THREADS != 0 && j >= 2 * TC) break;
+        const int which = j / TC, slot = j % TC;
+        float s = 0.f;
+#pragma unroll
+        for (int cc = 0; cc < DB; ++cc) s += rows[(which * DB + cc) * TC + slot];
+        sSum[(which * N + n) * NS + slot] = s;
+      }
+      __syncthreads();
+    }
+    // The chunk's (dBm, dCm): one coalesced atomic per (t, n) and block.
+    for (int i = threadIdx.x; i < 2 * TC * N; i += C::THREADS) {
+      const int which = i / (TC * N), r = i % (TC * N);
+      const int tl = r / N, n = r % N;
+      const long long t = tc + tl;
+      if (t < L) {
+        atomicAdd(&wsf[(which ? ws.dC : ws.dB) + (b * L + t) * N + n],
+                  sSum[(which * N + n) * NS + (tl % K) * TPC + tl / K]);
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int slot = ch * RS + k * TPC + tpos;
+      const bool ok = valid && tc + tpos * K + k < L;
+      const float ddl = ok ? dd[k] * dsoft[k] : 0.f;
+      dbias_acc += ddl;
+      rows[slot] = du[k];
+      rows[DB * RS + slot] = ddl;
+      if (GATE) rows[2 * DB * RS + slot] = yp[k] * gz[k];
+    }
+    __syncthreads();
+    ssm::StoreRows<T, C>(p.du, rows, b, L, D, d0, tc);
+    ssm::StoreRows<T, C>(p.ddelta, rows + DB * RS, b, L, D, d0, tc);
+    if (GATE) ssm::StoreRows<T, C>(p.dz, rows + 2 * DB * RS, b, L, D, d0, tc);
+  }
+  __syncthreads();
+  const float* fin = sG + par * DB * N;  // q entering step 0 = d/dh0
+  for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
+    const long long di = d0 + i / N;
+    if (di >= D) continue;
+    if (p.dh0) p.dh0[(b * D + di) * N + i % N] = fin[i];
+    float s = 0.f;
+    for (int j = 0; j < TW; ++j) s += sdA[((i / N) * TW + j) * N + i % N];
+    atomicAdd(&wsf[ws.dA + di * N + i % N], s);
+  }
+  dDv_acc = ssm::WarpSum(dDv_acc);
+  dbias_acc = ssm::WarpSum(dbias_acc);
+  if (valid && lane == 0) {
+    atomicAdd(&wsf[ws.dDv + d], dDv_acc);
+    if (BIAS) atomicAdd(&wsf[ws.dbias + d], dbias_acc);
+  }
+}
+
+#undef SSM_T_TEMPLATE

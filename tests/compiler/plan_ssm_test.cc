@@ -46,7 +46,8 @@ TEST(SsmEnumerate, FamiliesAndNames) {
     EXPECT_EQ(*parsed, v);
   }
   EXPECT_EQ(families, (std::set<Algorithm>{Algorithm::kSequential, Algorithm::kChunked, Algorithm::kFused,
-                                           Algorithm::kFusedSeg}));
+                                           Algorithm::kFusedSeg, Algorithm::kTimeScan}));
+  EXPECT_TRUE(names.count("tscan_d8_w1_i4"));
   EXPECT_TRUE(names.count("fused_d32_s4_c8"));
   EXPECT_TRUE(names.count("fusedseg_d32_s4_c8_g256"));
   EXPECT_EQ(std::string(MainHeader(Op::kSelectiveScan)), "selective_scan.cuh");
@@ -61,7 +62,8 @@ TEST(SsmCanImplement, DeviceShapesHaveFusedVariants) {
         int fused = 0;
         for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
           const Status st = CanImplement(v, p, h200);
-          if (v.algorithm == Algorithm::kFused || v.algorithm == Algorithm::kFusedSeg) {
+          if (v.algorithm == Algorithm::kFused || v.algorithm == Algorithm::kFusedSeg ||
+              v.algorithm == Algorithm::kTimeScan) {
             EXPECT_TRUE(st.ok()) << v.Name() << " " << p.Key() << ": " << st.ToString();
             fused += st.ok();
           }
@@ -72,7 +74,7 @@ TEST(SsmCanImplement, DeviceShapesHaveFusedVariants) {
           const uint64_t full = 4ull * l * d * 16 * sizeof(float);
           EXPECT_LE(plan->workspace_bytes * 4, full) << v.Name() << " " << p.Key();
         }
-        EXPECT_GE(fused, 8);
+        EXPECT_GE(fused, 12);
       }
     }
   }
@@ -131,6 +133,63 @@ TEST(SsmMakePlan, LaunchesAndWorkspace) {
   EXPECT_EQ(plan->launches[0].name_expression,
             "selective_scan_bwd_main<__nv_bfloat16, 16, 32, 4, 0, 8, true, true, true>");
   EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_bwd_finalize<__nv_bfloat16, 16>");
+}
+
+// tscan: one launch per phase (plus the finalize), dynamic shared memory, the
+// checkpoints of the forward phase read by the backward (bwd alone recomputes them).
+TEST(SsmMakePlan, TscanLaunches) {
+  const DeviceLimits h200;
+  const Variant v = *Variant::Parse("tscan_d8_w2_i4");
+  EXPECT_EQ(v.algorithm, Algorithm::kTimeScan);
+  EXPECT_EQ(v.Name(), "tscan_d8_w2_i4");
+  const Problem p = Ssm(4, 1000, 100, 16, Mode::kFwdBwd);
+  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->launches.size(), 3u);
+  EXPECT_EQ(plan->launches[0].name_expression,
+            "selective_scan_tscan_fwd<float, 16, 8, 2, 4, false, false, false, 3>");
+  EXPECT_EQ(plan->launches[0].phase, "fwd");
+  EXPECT_EQ(plan->launches[0].grid, (std::array<uint32_t, 3>{13, 1, 4}));  // ceil(100 / 8) x 1 x B
+  EXPECT_EQ(plan->launches[0].block, (std::array<uint32_t, 3>{512, 1, 1}));
+  const SsmTscanSmem fl = SsmTscanSmemLayout(16, 8, 2, 4, false, false);
+  const SsmTscanSmem bl = SsmTscanSmemLayout(16, 8, 2, 4, false, true);
+  EXPECT_EQ(plan->launches[0].shared_bytes, fl.total * 4);
+  EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_tscan_bwd<float, 16, 8, 2, 4, false, false, false>");
+  EXPECT_EQ(plan->launches[1].phase, "bwd");
+  EXPECT_EQ(plan->launches[1].shared_bytes, bl.total * 4);
+  EXPECT_EQ(plan->launches[2].name_expression, "selective_scan_bwd_finalize<float, 16>");
+  // Chunk 256 steps: ceil(1000 / 256) = 4 checkpoints of (B, D, N) after the zeroed prefix.
+  const SsmWorkspace w = SsmWorkspaceLayout(4, 1000, 100, 16, 0, 256);
+  EXPECT_EQ(w.total - w.ckpt, SsmRound(4 * 4 * 100 * 16));
+  EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(w.total) * 4);
+  EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(w.zero_end) * 4);
+  // Shared memory: staged rows (delta, u; bwd + dy), Bm and Cm (bwd + the (dBm, dCm) sums) of one chunk.
+  EXPECT_EQ(fl.bc, 2 * 8 * (256 + 4));
+  EXPECT_EQ(bl.bc, 3 * 8 * (256 + 4));
+  EXPECT_EQ(bl.carry - bl.bc, 4 * 16 * 257);
+
+  plan = MakePlan(v, Ssm(4, 1000, 100, 16, Mode::kFwd), h200);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->launches.size(), 1u);
+  EXPECT_EQ(plan->launches[0].name_expression,
+            "selective_scan_tscan_fwd<float, 16, 8, 2, 4, false, false, false, 1>");
+  EXPECT_EQ(plan->workspace_bytes, 0u);
+  plan = MakePlan(v, Ssm(4, 1000, 100, 16, Mode::kBwd, DType::kBF16, true), h200);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->launches.size(), 3u);
+  EXPECT_EQ(plan->launches[0].name_expression,
+            "selective_scan_tscan_fwd<__nv_bfloat16, 16, 8, 2, 4, true, true, true, 2>");
+  EXPECT_EQ(plan->launches[0].phase, "bwd");
+  EXPECT_EQ(plan->launches[0].shared_bytes, SsmTscanSmemLayout(16, 8, 2, 4, true, false).total * 4);
+  EXPECT_EQ(plan->launches[1].shared_bytes, SsmTscanSmemLayout(16, 8, 2, 4, true, true).total * 4);
+
+  // Rejections: shared memory at N = 64 with 8 items, knobs out of range.
+  EXPECT_EQ(CanImplement(*Variant::Parse("tscan_d8_w1_i8"), Ssm(1, 64, 64, 64, Mode::kFwdBwd), h200).code(),
+            StatusCode::kResourceExhausted);
+  EXPECT_TRUE(CanImplement(*Variant::Parse("tscan_d8_w1_i8"), Ssm(1, 64, 64, 64, Mode::kFwd), h200).ok());
+  EXPECT_FALSE(CanImplement(*Variant::Parse("tscan_d6_w1_i4"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+  EXPECT_FALSE(CanImplement(*Variant::Parse("tscan_d8_w3_i4"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+  EXPECT_FALSE(CanImplement(*Variant::Parse("tscan_d32_w2_i4"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
 }
 
 TEST(SsmParamLayout, MatchesTheStruct) {
@@ -211,7 +270,8 @@ TEST(SsmNvrtc, EveryVariantFp32Bf16N16) {
 
 TEST(SsmNvrtc, OtherStatesOptionsAndFp16OnePerFamily) {
   std::vector<CompileRequest> requests;
-  for (const char* name : {"sequential_v1_t64_p1", "chunked_v1_t128_c128", "fused_d32_s8_c8", "fusedseg_d32_s4_c8_g256"}) {
+  for (const char* name : {"sequential_v1_t64_p1", "chunked_v1_t128_c128", "fused_d32_s8_c8", "fusedseg_d32_s4_c8_g256",
+                           "tscan_d8_w1_i4", "tscan_d8_w1_i8", "tscan_d8_w2_i4", "tscan_d16_w1_i4", "tscan_d4_w4_i2"}) {
     const Variant v = *Variant::Parse(name);
     for (int n : {8, 32, 64}) requests.push_back(Request(v, DType::kBF16, n, n == 32));
     requests.push_back(Request(v, DType::kF16, 16, true));
