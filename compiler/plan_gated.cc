@@ -1,8 +1,12 @@
-// Plans of rglru and samu (kernels in kernels_src/gated_scan.cuh). Two
+// Plans of rglru and samu (kernels in kernels_src/gated_scan.cuh). Three
 // families, the same variant names for both operators (the variants table
 // is keyed by (op, name)):
 //   sequential_v{vec}_t{threads}_p{steps loaded at a time}
-//   lookbacksmem_v{vec}_t{threads}_c{strip}_i{tile}
+//   lookbacksmem_v{vec}_t{threads}_c{strip}_i{tile}          (v1 look-back)
+//   lookback_v{vec}_t{threads}_s{segments}_i{items}           (v2 look-back,
+//       kernels_src/gated_held.cuh: strip = threads / segments x vec
+//       channels, tile = segments x items steps, (a, b) held in registers;
+//       samu's dm_t / W added by a fix-up kernel)
 // Workspace offsets come from kernels_src/gated_layout.h (shared with the
 // kernels); shared-memory sizes mirror SmemPlan in gated_scan.cuh.
 #include <algorithm>
@@ -42,6 +46,24 @@ struct LookbackKnobs {
 constexpr LookbackKnobs kLookback[] = {{4, 128, 64, 64},  {4, 128, 64, 128}, {4, 256, 64, 128},
                                        {4, 256, 64, 256}, {8, 128, 128, 64}, {2, 128, 64, 128}};
 
+// v2 (`lookback`, gated_held.cuh): {vec, threads, segments, items}. A
+// thread holds (a, b) (items x vec <= 16) or only b (larger: the rescan
+// recomputes a) through the look-back, at most 32 fp32; __launch_bounds__
+// asks for 3 blocks of 256 threads (<= 85 registers) or 4 of 128 (<= 128).
+// Registers (bf16, fwd / bwd; rglru | samu): see bench/NOTES.md "rglru/samu
+// v2". Dropped for spills: v4_t128_s8_i16 (fp32 rglru fwd 32 B), v4_t256
+// with items 8 (16-28 B in rglru fwd and samu).
+struct HeldKnobs {
+  int vec, threads, segments, items;
+};
+constexpr HeldKnobs kHeld[] = {
+    {2, 256, 8, 8},    // strip 64, tile 64, (a, b) held, 3 blocks/SM
+    {2, 256, 16, 8},   // strip 32, tile 128, (a, b) held, 3 blocks/SM
+    {2, 256, 8, 16},   // strip 64, tile 128, b held, 3 blocks/SM (rglru bwd: 2, shared memory)
+    {2, 256, 16, 16},  // strip 32, tile 256, b held, 3 blocks/SM (rglru bwd: 2, shared memory)
+    {4, 128, 8, 8},    // strip 64, tile 64, b held, 4 blocks/SM
+};
+
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxTickets = INT_MAX / 2;  // the ticket counter is 32-bit
@@ -68,25 +90,34 @@ bool HasBwd(Mode mode) { return mode == Mode::kBwd || mode == Mode::kFwdBwd; }
 bool IsSamu(Op op) { return op == Op::kSamu; }
 const char* Prefix(Op op) { return IsSamu(op) ? "samu" : "rglru"; }
 
+bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback; }
+// Channels per block (look-back) and timesteps per tile of the look-back families.
+int StripOf(const Variant& v) {
+  if (IsHeld(v)) return v.segments > 0 ? v.threads / v.segments * v.vec : 0;
+  return v.strip;
+}
+int TileOfLookback(const Variant& v) { return IsHeld(v) ? v.segments * v.items : v.tile; }
 // Channels per unit of the workspace's per-token sums and look-back slots.
-int Unit(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 32 * v.vec : v.strip; }
-int TileOf(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 0 : v.tile; }
+int Unit(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 32 * v.vec : StripOf(v); }
+int TileOf(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 0 : TileOfLookback(v); }
 
 gated::Layout LayoutFor(const Variant& v, const Problem& p) {
   return gated::MakeLayout(p.shape.batch, p.shape.length, p.shape.width, Unit(v), TileOf(v),
-                           IsSamu(p.op) ? gated::kSamuParams : gated::kRgLruParams, IsSamu(p.op));
+                           IsSamu(p.op) ? gated::kSamuParams : gated::kRgLruParams, IsSamu(p.op),
+                           IsSamu(p.op) && IsHeld(v));
 }
 
 // Dynamic shared memory of a look-back kernel; mirrors SmemPlan.
 int64_t SmemBytes(const Variant& v, DType dtype, int staged_inputs, bool ab) {
-  const int64_t segs = v.threads / (v.strip / v.vec);
-  const int64_t staged = (int64_t{staged_inputs} * v.tile * v.strip * ElementBytes(dtype) + 15) / 16 * 16;
-  const int64_t ab_bytes = ab ? int64_t{v.tile} * v.strip * 8 : 0;
-  return staged + ab_bytes + (2 * segs * v.strip + v.strip) * 4 + 16;
+  const int64_t strip = StripOf(v), tile = TileOfLookback(v);
+  const int64_t segs = v.threads / (strip / v.vec);
+  const int64_t staged = (int64_t{staged_inputs} * tile * strip * ElementBytes(dtype) + 15) / 16 * 16;
+  const int64_t ab_bytes = ab ? tile * strip * 8 : 0;
+  return staged + ab_bytes + (2 * segs * strip + strip) * 4 + 16;
 }
-// rglru fwd: ga, gx, x + (a, b); bwd: ga, dh, gx, x, h. samu fwd: x; bwd: dy, x, h.
+// rglru fwd: ga, gx, x (+ (a, b) in lookbacksmem); bwd: ga, dh, gx, x, h. samu fwd: x; bwd: dy, x, h.
 int64_t FwdSmem(const Variant& v, Op op, DType dtype) {
-  return IsSamu(op) ? SmemBytes(v, dtype, 1, false) : SmemBytes(v, dtype, 3, true);
+  return IsSamu(op) ? SmemBytes(v, dtype, 1, false) : SmemBytes(v, dtype, 3, !IsHeld(v));
 }
 int64_t BwdSmem(const Variant& v, Op op, DType dtype) {
   return IsSamu(op) ? SmemBytes(v, dtype, 3, false) : SmemBytes(v, dtype, 5, false);
@@ -123,6 +154,15 @@ class GatedPlannerImpl final : public OpPlanner {
       v.tile = k.tile;
       variants.push_back(v);
     }
+    for (const HeldKnobs& k : kHeld) {
+      Variant v;
+      v.algorithm = Algorithm::kLookback;
+      v.vec = k.vec;
+      v.threads = k.threads;
+      v.segments = k.segments;
+      v.items = k.items;
+      variants.push_back(v);
+    }
     return variants;
   }
 
@@ -134,9 +174,9 @@ class GatedPlannerImpl final : public OpPlanner {
     if (s.batch < 1 || s.length < 1 || s.width < 1) {
       return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
     }
-    if (v.algorithm != Algorithm::kSequential && v.algorithm != Algorithm::kLookbackSmem) {
+    if (v.algorithm != Algorithm::kSequential && v.algorithm != Algorithm::kLookbackSmem && !IsHeld(v)) {
       return InvalidArgument(std::string("algorithm ") + AlgorithmName(v.algorithm) + " has no " +
-                             OpName(problem.op) + " kernels (sequential, lookbacksmem)");
+                             OpName(problem.op) + " kernels (sequential, lookbacksmem, lookback)");
     }
     if (v.vec != 2 && v.vec != 4 && v.vec != 8) {
       return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8}");
@@ -157,10 +197,23 @@ class GatedPlannerImpl final : public OpPlanner {
       RETURN_IF_ERROR(CheckGrid(CeilDiv(CeilDiv(s.width, v.vec), v.threads), kMaxGridX, "sequential grid.x"));
       return CheckGrid(s.batch, kMaxGridY, "sequential grid.y (batch)");
     }
-    if (v.strip < 8 || v.strip > 1024 || v.strip % 8 != 0) {
-      return InvalidArgument("strip " + std::to_string(v.strip) + " is not a multiple of 8 in [8, 1024]");
+    if (IsHeld(v)) {
+      if (v.segments < 1 || v.threads % v.segments != 0) {
+        return InvalidArgument("segments " + std::to_string(v.segments) + " must divide threads " +
+                               std::to_string(v.threads));
+      }
+      // items: (a, b) held per thread (registers); samu's backward reduces
+      // its parameter sums in the staging, which needs items x element >= 4 bytes.
+      if (v.items < 2 || v.items > 16) {
+        return InvalidArgument("items " + std::to_string(v.items) + " not in [2, 16]");
+      }
     }
-    const int lanes = v.strip / v.vec;
+    const int strip = StripOf(v);
+    const int tile = TileOfLookback(v);
+    if (strip < 8 || strip > 1024 || strip % 8 != 0) {
+      return InvalidArgument("strip " + std::to_string(strip) + " is not a multiple of 8 in [8, 1024]");
+    }
+    const int lanes = strip / v.vec;
     if (v.threads % lanes != 0) {
       return InvalidArgument("strip / vec = " + std::to_string(lanes) + " lanes must divide threads " +
                              std::to_string(v.threads));
@@ -173,47 +226,75 @@ class GatedPlannerImpl final : public OpPlanner {
                              " lanes must be at most 32");
     }
     const int segments = v.threads / lanes;
-    if (v.tile < 1 || v.tile > 4096 || v.tile % segments != 0) {
-      return InvalidArgument("tile " + std::to_string(v.tile) + " must be in [1, 4096] and a multiple of the " +
+    if (tile < 1 || tile > 4096 || tile % segments != 0) {
+      return InvalidArgument("tile " + std::to_string(tile) + " must be in [1, 4096] and a multiple of the " +
                              std::to_string(segments) + " segments");
     }
-    const int64_t shared = std::max(HasFwd(problem.mode) ? FwdSmem(v, problem.op, problem.dtype) : 0,
+    // samu's `lookback` kernels also hold the tile's (r_t, i_t) in static shared memory.
+    const int64_t static_shared = IsHeld(v) && IsSamu(problem.op) ? int64_t{tile} * 8 : 0;
+    const int64_t shared = static_shared +
+                           std::max(HasFwd(problem.mode) ? FwdSmem(v, problem.op, problem.dtype) : 0,
                                     HasBwd(problem.mode) ? BwdSmem(v, problem.op, problem.dtype) : 0);
     if (shared > device.max_shared_per_block) {
       return ResourceExhausted("shared memory " + std::to_string(shared) + " bytes exceeds " +
                                std::to_string(device.max_shared_per_block));
     }
     const gated::Layout lay = LayoutFor(v, problem);
-    // samu's backward scan makes the strips of a time tile wait for each
-    // other (gated_samu.cuh): all of them must be resident at once, which at
-    // least one block per SM guarantees.
-    if (IsSamu(problem.op) && HasBwd(problem.mode) && lay.strips > device.sm_count) {
+    // samu's lookbacksmem backward scan makes the strips of a time tile wait
+    // for each other (gated_samu.cuh): all of them must be resident at once,
+    // which at least one block per SM guarantees. (lookback: no such wait.)
+    if (IsSamu(problem.op) && HasBwd(problem.mode) && !IsHeld(v) && lay.strips > device.sm_count) {
       return ResourceExhausted("samu's backward needs the " + std::to_string(lay.strips) +
                                " strips of a time tile resident at once, more than the " +
                                std::to_string(device.sm_count) + " SMs");
     }
     if (lay.seqs * lay.tiles > kMaxTickets) {
-      return ResourceExhausted("lookbacksmem needs " + std::to_string(lay.seqs * lay.tiles) + " tiles, over 2^30");
+      return ResourceExhausted(std::string(AlgorithmName(v.algorithm)) + " needs " + std::to_string(lay.seqs * lay.tiles) + " tiles, over 2^30");
     }
     return Status::Ok();
   }
 
-  std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, const SsmOptions&) const override {
+  // The kernels of a variant, each with its role; NameExpressions lists the
+  // names in this order and MakePlan launches them by role.
+  enum class Role { kControl, kFwdScan, kBwdScan, kFixup, kFinalize };
+  struct Kernel {
+    Role role;
+    std::string name;
+  };
+  static std::vector<Kernel> Kernels(const Variant& v, Op op, DType dtype) {
     const std::string pre = Prefix(op);
-    std::vector<std::string> names;
-    if (IsSamu(op)) names.push_back(Instance("samu_fwd_control", dtype, {v.vec}));
+    const bool samu = IsSamu(op);
+    std::vector<Kernel> k;
     if (v.algorithm == Algorithm::kSequential) {
-      names.push_back(Instance(pre + "_fwd_sequential", dtype, {v.vec, v.threads, v.prefetch}));
-      names.push_back(Instance(pre + "_bwd_sequential", dtype, {v.vec, v.threads, v.prefetch}));
+      if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control", dtype, {v.vec})});
+      k.push_back({Role::kFwdScan, Instance(pre + "_fwd_sequential", dtype, {v.vec, v.threads, v.prefetch})});
+      k.push_back({Role::kBwdScan, Instance(pre + "_bwd_sequential", dtype, {v.vec, v.threads, v.prefetch})});
+      if (samu) k.push_back({Role::kFixup, Instance("samu_bwd_fixup", dtype, {v.vec, Unit(v), TileOf(v)})});
+      k.push_back({Role::kFinalize, Instance(pre + "_bwd_finalize", dtype, {Unit(v), TileOf(v)})});
+    } else if (IsHeld(v)) {
+      const int strip = StripOf(v), tile = TileOfLookback(v);
+      if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
+      k.push_back({Role::kFwdScan, Instance(pre + "_fwd_held", dtype, {v.vec, v.threads, strip, tile})});
+      k.push_back({Role::kBwdScan, Instance(pre + "_bwd_held", dtype, {v.vec, v.threads, strip, tile})});
+      if (samu) {
+        k.push_back({Role::kFixup, Instance("samu_bwd_fixup_fast", dtype, {strip, tile})});
+        k.push_back({Role::kFinalize, Instance("samu_bwd_finalize_fixup", dtype, {strip, tile})});
+      } else {
+        k.push_back({Role::kFinalize, Instance(pre + "_bwd_finalize", dtype, {strip, tile})});
+      }
     } else {
-      names.push_back(Instance(pre + "_fwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile}));
-      names.push_back(Instance(pre + "_bwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile}));
+      // samu's lookbacksmem adds dm_t / W inside its backward scan (no fix-up kernel).
+      if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control", dtype, {v.vec})});
+      k.push_back({Role::kFwdScan, Instance(pre + "_fwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile})});
+      k.push_back({Role::kBwdScan, Instance(pre + "_bwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile})});
+      k.push_back({Role::kFinalize, Instance(pre + "_bwd_finalize", dtype, {Unit(v), TileOf(v)})});
     }
-    // samu's look-back adds dm_t / W inside its backward scan; the sequential one needs the fix-up kernel.
-    if (IsSamu(op) && v.algorithm == Algorithm::kSequential) {
-      names.push_back(Instance("samu_bwd_fixup", dtype, {v.vec, Unit(v), TileOf(v)}));
-    }
-    names.push_back(Instance(pre + "_bwd_finalize", dtype, {Unit(v), TileOf(v)}));
+    return k;
+  }
+
+  std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, const SsmOptions&) const override {
+    std::vector<std::string> names;
+    for (const Kernel& k : Kernels(v, op, dtype)) names.push_back(k.name);
     return names;
   }
 
@@ -221,19 +302,20 @@ class GatedPlannerImpl final : public OpPlanner {
     RETURN_IF_ERROR(CanImplement(v, problem, device));
     const Shape& s = problem.shape;
     const bool samu = IsSamu(problem.op);
-    const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, {});
-    // Index of each kernel in `names`.
-    const size_t control = 0;
-    const size_t fwd_scan = samu ? 1 : 0;
-    const size_t bwd_scan = fwd_scan + 1;
     const bool sequential = v.algorithm == Algorithm::kSequential;
-    const bool fixup_kernel = samu && sequential;
-    const size_t fixup = bwd_scan + 1;  // samu sequential only
-    const size_t finalize = fixup_kernel ? fixup + 1 : bwd_scan + 1;
+    const std::vector<Kernel> kernels = Kernels(v, problem.op, problem.dtype);
+    auto name_of = [&](Role role) -> const std::string* {
+      for (const Kernel& k : kernels) {
+        if (k.role == role) return &k.name;
+      }
+      return nullptr;
+    };
     LaunchPlan plan;
-    auto add = [&](size_t index, const char* phase, int64_t grid_x, int64_t grid_y, int threads, int64_t shared) {
+    auto add = [&](Role role, const char* phase, int64_t grid_x, int64_t grid_y, int threads, int64_t shared) {
+      const std::string* name = name_of(role);
+      if (name == nullptr) return;
       Launch launch;
-      launch.name_expression = names[index];
+      launch.name_expression = *name;
       launch.phase = phase;
       launch.grid = {static_cast<uint32_t>(grid_x), static_cast<uint32_t>(grid_y), 1};
       launch.block = {static_cast<uint32_t>(threads), 1, 1};
@@ -246,13 +328,13 @@ class GatedPlannerImpl final : public OpPlanner {
     const int64_t scan_x = sequential ? CeilDiv(CeilDiv(s.width, v.vec), v.threads) : lay.seqs * lay.tiles;
     const int64_t scan_y = sequential ? s.batch : 1;
     if (HasFwd(problem.mode)) {
-      if (samu) add(control, "fwd", token_blocks, 1, gated::kFixupThreads, 0);
-      add(fwd_scan, "fwd", scan_x, scan_y, v.threads, sequential ? 0 : FwdSmem(v, problem.op, problem.dtype));
+      add(Role::kControl, "fwd", token_blocks, 1, gated::kFixupThreads, 0);
+      add(Role::kFwdScan, "fwd", scan_x, scan_y, v.threads, sequential ? 0 : FwdSmem(v, problem.op, problem.dtype));
     }
     if (HasBwd(problem.mode)) {
-      add(bwd_scan, "bwd", scan_x, scan_y, v.threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype));
-      if (fixup_kernel) add(fixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
-      add(finalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
+      add(Role::kBwdScan, "bwd", scan_x, scan_y, v.threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype));
+      add(Role::kFixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
+      add(Role::kFinalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
     }
     plan.workspace_bytes = static_cast<uint64_t>(lay.total_bytes);
     plan.workspace_zero_bytes = static_cast<uint64_t>(lay.zero_bytes);

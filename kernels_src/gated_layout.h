@@ -18,7 +18,7 @@
 //                    warp's 32 x VEC channels (sequential).
 //   ctrl             samu bwd: [ctrl_rows][4] partial sums of the controller
 //                    gradients: one row per block of the fix-up kernel
-//                    (sequential), one per (b, tile) (look-back).
+//                    (sequential, lookback), one per (b, tile) (lookbacksmem).
 // samu's look-back also keeps one 32-bit counter per (b, tile) in the zeroed
 // prefix, after the flags: the strips of a time tile meet there before
 // adding dm_t / W to their dx (see SamuBackwardLookback).
@@ -58,9 +58,11 @@ GATED_HD long long RoundUp256(long long v) { return (v + 255) / 256 * 256; }
 
 // unit: channels per strip (look-back) or per warp (sequential: 32 x VEC);
 // tile: timesteps per tile, 0 for the sequential family; nparam: 1 or 3;
-// samu: token and controller sections present.
+// samu: token and controller sections present; samu_fixup: a look-back
+// whose dm_t / W is added by the fix-up kernel (the `lookback` family,
+// gated_held.cuh), so the controller partials are one row per fix-up block.
 GATED_HD Layout MakeLayout(long long batch, long long length, long long width, int unit, int tile, int nparam,
-                           bool samu) {
+                           bool samu, bool samu_fixup = false) {
   Layout g;
   g.tiles = tile > 0 ? (length + tile - 1) / tile : 1;
   g.strips = (width + unit - 1) / unit;
@@ -68,7 +70,7 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
   g.parts = tile > 0 ? batch * g.tiles : batch;
   const long long tokens = batch * length;
   g.fix_blocks = samu ? (tokens + kFixupTokensPerBlock - 1) / kFixupTokensPerBlock : 0;
-  g.ctrl_rows = samu ? (tile > 0 ? g.parts : g.fix_blocks) : 0;
+  g.ctrl_rows = samu ? (tile > 0 && !samu_fixup ? g.parts : g.fix_blocks) : 0;
   g.group_counters = 64 + g.seqs * g.tiles;
   g.zero_bytes = tile > 0 ? RoundUp256(256 + 4 * g.seqs * g.tiles + (samu ? 4 * batch * g.tiles : 0)) : 0;
   const long long slots = tile > 0 ? g.seqs * g.tiles * unit : 0;

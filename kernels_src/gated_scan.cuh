@@ -41,6 +41,12 @@
 //               rglru's forward keeps the (a, b) it computed in the local
 //               pass in shared memory (fp32) for the rescan, so its
 //               transcendentals run once per element.
+//   lookback    (v2, gated_held.cuh) the same single pass with the inputs
+//               staged raw and each thread's (a, b) held in registers from
+//               the local pass to the rescan; tanh-based sigmoid for 16-bit
+//               dtypes; samu's backward writes dx without dm_t / W and a
+//               fix-up kernel (16-byte rows) adds it: no strip waits for
+//               another.
 #pragma once
 
 #include "gated_layout.h"
@@ -408,7 +414,9 @@ __device__ __forceinline__ float RowSum(float v) {
 // ---- parameter-gradient finalize (both operators) ---------------------------------
 
 // out[n][c] = sum over parts of param[part][n][c], parts in a fixed order.
-// Block: 32 channels x (THREADS / 32) slices over parts.
+// Block: 32 channels x (THREADS / 32) slices over parts. The NP sums run in
+// one loop (NP x 4 loads in flight per thread, not 4: with tile-64 variants
+// at L = 32768 samu has 3 x 512 rows per channel).
 template <int NP>
 __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, long long parts, long long width,
                                                float* const (&out)[NP]) {
@@ -417,14 +425,19 @@ __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, 
   const int tid = threadIdx.x;
   const int k = tid / 32;
   const long long c = static_cast<long long>(blockIdx.x) * 32 + tid % 32;
+  float sum[NP];
+#pragma unroll
+  for (int n = 0; n < NP; ++n) sum[n] = 0.0f;
+  if (c < width) {
+#pragma unroll 4
+    for (long long q = k; q < parts; q += kSlices) {
+#pragma unroll
+      for (int n = 0; n < NP; ++n) sum[n] += __ldcg(param + (q * NP + n) * width + c);
+    }
+  }
 #pragma unroll
   for (int n = 0; n < NP; ++n) {
-    float sum = 0.0f;
-    if (c < width) {
-#pragma unroll 4
-      for (long long q = k; q < parts; q += kSlices) sum += __ldcg(param + (q * NP + n) * width + c);
-    }
-    s_red[k][tid % 32] = sum;
+    s_red[k][tid % 32] = sum[n];
     __syncthreads();
     if (tid < 32) {
       float total = 0.0f;
@@ -439,3 +452,4 @@ __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, 
 
 #include "gated_rglru.cuh"
 #include "gated_samu.cuh"
+#include "gated_held.cuh"

@@ -45,7 +45,7 @@ Variant Parsed(const char* name) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-TEST(GatedEnumerate, TwoFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
+TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
   for (Op op : kGatedOps) {
     SCOPED_TRACE(OpName(op));
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
@@ -61,9 +61,10 @@ TEST(GatedEnumerate, TwoFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
       ASSERT_TRUE(back.ok()) << v.Name();
       EXPECT_EQ(*back, v) << v.Name();
     }
-    EXPECT_EQ(per_family.size(), 2u);
+    EXPECT_EQ(per_family.size(), 3u);
     EXPECT_GE(per_family[Algorithm::kSequential], 3);
     EXPECT_GE(per_family[Algorithm::kLookbackSmem], 6);
+    EXPECT_GE(per_family[Algorithm::kLookback], 4);
     EXPECT_STREQ(MainHeader(op), "gated_scan.cuh");
   }
   // The same names for both operators (the variants table is keyed by (op, name)).
@@ -105,7 +106,10 @@ TEST(GatedCanImplement, Rejections) {
   const Problem empty = MakeProblem(Op::kSamu, {1, 0, 64});
   for (const Case& c : {
            Case{"chunked_v4_t128_c64", rglru, StatusCode::kInvalidArgument, "no rglru kernels"},
-           Case{"lookback_v4_t256_s8_i8", samu, StatusCode::kInvalidArgument, "no samu kernels"},
+           Case{"fused_d64_s4_c64", samu, StatusCode::kInvalidArgument, "no samu kernels"},
+           Case{"lookback_v2_t256_s8_i1", rglru, StatusCode::kInvalidArgument, "items 1"},
+           Case{"lookback_v2_t256_s3_i8", rglru, StatusCode::kInvalidArgument, "must divide threads"},
+           Case{"lookback_v4_t256_s4_i8", samu, StatusCode::kInvalidArgument, "at most 32"},
            Case{"sequential_v3_t64_p4", rglru, StatusCode::kInvalidArgument, "vec 3"},
            Case{"sequential_v4_t2048_p4", rglru, StatusCode::kResourceExhausted, "exceed the device"},
            Case{"sequential_v4_t64_p32", rglru, StatusCode::kInvalidArgument, "prefetch 32"},
@@ -141,9 +145,11 @@ TEST(GatedPlan, SeedShapes) {
         StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
         ASSERT_TRUE(plan.ok()) << plan.status().ToString();
         const bool sequential = v.algorithm == Algorithm::kSequential;
+        const bool held = v.algorithm == Algorithm::kLookback;
+        const bool fixup = samu && (sequential || held);
         const std::vector<std::string> names = NameExpressions(v, op, p.dtype);
-        // rglru: fwd scan | bwd scan, finalize; samu: control, fwd scan | bwd scan, (sequential: fix-up,) finalize.
-        const size_t kernels = samu ? (sequential ? 5u : 4u) : 3u;
+        // rglru: fwd scan | bwd scan, finalize; samu: control, fwd scan | bwd scan, (sequential, lookback: fix-up,) finalize.
+        const size_t kernels = samu ? (fixup ? 5u : 4u) : 3u;
         ASSERT_EQ(names.size(), kernels);
         ASSERT_EQ(plan->launches.size(), kernels);
         std::vector<std::string> phases;
@@ -157,11 +163,16 @@ TEST(GatedPlan, SeedShapes) {
         }
         std::vector<std::string> want = {"fwd", "bwd", "bwd"};
         if (samu) want.insert(want.begin(), "fwd");
-        if (samu && sequential) want.push_back("bwd");
+        if (fixup) want.push_back("bwd");
         EXPECT_EQ(phases, want);
-        const int unit = sequential ? 32 * v.vec : v.strip;
-        const gated::Layout lay = gated::MakeLayout(s.batch, s.length, s.width, unit, sequential ? 0 : v.tile,
-                                                    samu ? 3 : 1, samu);
+        const int strip = held ? v.threads / v.segments * v.vec : v.strip;
+        const int tile = held ? v.segments * v.items : v.tile;
+        const int unit = sequential ? 32 * v.vec : strip;
+        const gated::Layout lay = gated::MakeLayout(s.batch, s.length, s.width, unit, sequential ? 0 : tile,
+                                                    samu ? 3 : 1, samu, samu && held);
+        if (samu) {
+          EXPECT_EQ(lay.ctrl_rows, fixup ? lay.fix_blocks : lay.parts);
+        }
         EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
         EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(lay.zero_bytes));
         const Launch& fwd_scan = plan->launches[samu ? 1 : 0];
@@ -171,7 +182,12 @@ TEST(GatedPlan, SeedShapes) {
           EXPECT_EQ(plan->workspace_zero_bytes, 0u);
         } else {
           EXPECT_EQ(fwd_scan.grid[0],
-                    static_cast<uint32_t>(s.batch * CeilDiv(s.width, v.strip) * CeilDiv(s.length, v.tile)));
+                    static_cast<uint32_t>(s.batch * CeilDiv(s.width, strip) * CeilDiv(s.length, tile)));
+          // Shared memory mirrors SmemPlan: staged inputs (+ lookbacksmem rglru's fp32 (a, b)) and the combine.
+          const int64_t segs = v.threads / (strip / v.vec);
+          const int64_t staged = (samu ? 1 : 3) * int64_t{tile} * strip * 2;
+          const int64_t ab = (!samu && !held) ? int64_t{tile} * strip * 8 : 0;
+          EXPECT_EQ(fwd_scan.shared_bytes, static_cast<uint32_t>(staged + ab + (2 * segs * strip + strip) * 4 + 16));
           EXPECT_GT(fwd_scan.shared_bytes, 0u);
           EXPECT_GE(plan->workspace_zero_bytes, 256u + 4u * fwd_scan.grid[0]);
           EXPECT_EQ(plan->workspace_zero_bytes % 256, 0u);
@@ -182,8 +198,9 @@ TEST(GatedPlan, SeedShapes) {
         if (samu) {
           EXPECT_EQ(plan->launches[0].grid[0],
                     static_cast<uint32_t>(CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock)));
-          if (sequential) {
+          if (fixup) {
             EXPECT_EQ(plan->launches[3].grid[0], plan->launches[0].grid[0]);
+            EXPECT_EQ(plan->launches[3].block[0], static_cast<uint32_t>(gated::kFixupThreads));
           }
         }
       }
@@ -193,15 +210,47 @@ TEST(GatedPlan, SeedShapes) {
 
 TEST(GatedPlan, ModesPlanOnlyTheirPhases) {
   const DeviceLimits h200;
-  const Variant v = Parsed("lookbacksmem_v4_t256_c64_i128");
-  for (Op op : kGatedOps) {
-    StatusOr<LaunchPlan> fwd = MakePlan(v, MakeProblem(op, {2, 100, 70}, DType::kF16, Mode::kFwd), h200);
-    StatusOr<LaunchPlan> bwd = MakePlan(v, MakeProblem(op, {2, 100, 70}, DType::kF16, Mode::kBwd), h200);
-    ASSERT_TRUE(fwd.ok() && bwd.ok());
-    for (const Launch& l : fwd->launches) EXPECT_EQ(l.phase, "fwd");
-    for (const Launch& l : bwd->launches) EXPECT_EQ(l.phase, "bwd");
-    EXPECT_EQ(fwd->launches.size() + bwd->launches.size(), op == Op::kSamu ? 4u : 3u);
+  for (const char* name : {"lookbacksmem_v4_t256_c64_i128", "lookback_v2_t256_s8_i8"}) {
+    const Variant v = Parsed(name);
+    const bool held = v.algorithm == Algorithm::kLookback;
+    for (Op op : kGatedOps) {
+      SCOPED_TRACE(std::string(name) + " " + OpName(op));
+      StatusOr<LaunchPlan> fwd = MakePlan(v, MakeProblem(op, {2, 100, 70}, DType::kF16, Mode::kFwd), h200);
+      StatusOr<LaunchPlan> bwd = MakePlan(v, MakeProblem(op, {2, 100, 70}, DType::kF16, Mode::kBwd), h200);
+      ASSERT_TRUE(fwd.ok() && bwd.ok());
+      for (const Launch& l : fwd->launches) EXPECT_EQ(l.phase, "fwd");
+      for (const Launch& l : bwd->launches) EXPECT_EQ(l.phase, "bwd");
+      EXPECT_EQ(fwd->launches.size() + bwd->launches.size(), op == Op::kSamu ? (held ? 5u : 4u) : 3u);
+    }
   }
+}
+
+// The v2 family's geometry: strip = threads / segments x vec, tile =
+// segments x items; samu's backward has no strips-per-SM limit (no meeting).
+TEST(GatedPlan, HeldGeometry) {
+  const DeviceLimits h200;
+  const Variant v = Parsed("lookback_v2_t256_s16_i8");  // strip 32, tile 128
+  const Problem rglru = MakeProblem(Op::kRgLru, {4, 2048, 2048});
+  StatusOr<LaunchPlan> plan = MakePlan(v, rglru, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->launches[0].name_expression, "rglru_fwd_held<__nv_bfloat16, 2, 256, 32, 128>");
+  EXPECT_EQ(plan->launches[0].grid[0], 4u * (2048 / 32) * (2048 / 128));
+  // 3 staged bf16 inputs + combine (2 x 16 segments x 32 + 32 floats) + ticket.
+  EXPECT_EQ(plan->launches[0].shared_bytes, 3u * 128 * 32 * 2 + (2 * 16 * 32 + 32) * 4 + 16);
+  EXPECT_EQ(plan->launches[1].name_expression, "rglru_bwd_held<__nv_bfloat16, 2, 256, 32, 128>");
+  EXPECT_EQ(plan->launches[1].shared_bytes, 5u * 128 * 32 * 2 + (2 * 16 * 32 + 32) * 4 + 16);
+  EXPECT_EQ(plan->launches[2].name_expression, "rglru_bwd_finalize<__nv_bfloat16, 32, 128>");
+  const Problem wide_samu = MakeProblem(Op::kSamu, {1, 64, 64 * 133});
+  EXPECT_TRUE(CanImplement(Parsed("lookback_v2_t256_s8_i8"), wide_samu, h200).ok());
+  StatusOr<LaunchPlan> samu = MakePlan(Parsed("lookback_v2_t256_s8_i8"), MakeProblem(Op::kSamu, {4, 2048, 2048}), h200);
+  ASSERT_TRUE(samu.ok()) << samu.status().ToString();
+  std::vector<std::string> names;
+  for (const Launch& l : samu->launches) names.push_back(l.name_expression);
+  EXPECT_EQ(names, (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
+                                             "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 64>",
+                                             "samu_bwd_held<__nv_bfloat16, 2, 256, 64, 64>",
+                                             "samu_bwd_fixup_fast<__nv_bfloat16, 64, 64>",
+                                             "samu_bwd_finalize_fixup<__nv_bfloat16, 64, 64>"}));
 }
 
 template <typename Params>

@@ -1,0 +1,698 @@
+// v2 look-back kernels of rglru and samu: the `lookback_v{vec}_t{threads}_s{segments}_i{items}`
+// family (included by gated_scan.cuh). Geometry: a block owns strip =
+// (threads / segments) x vec channels and tile = segments x items steps;
+// thread (seg, lane) owns `items` consecutive steps of `vec` channels.
+// Inputs are staged raw (in their dtype) in shared memory by cp.async, as in
+// lookbacksmem; what differs (bench/NOTES.md, "rglru/samu v2"):
+//   - forward: the local pass computes each step's (a, b) once and keeps them
+//     in registers (2 x items x vec fp32) for the rescan, so neither an fp32
+//     (a, b) region in shared memory (rglru v1: 8 B per element) nor a second
+//     evaluation of the gate (samu v1: 2 transcendentals per element again);
+//   - 16-bit dtypes: sigmoid(z) = 0.5 + 0.5 tanh.approx(z / 2) (1 MUFU
+//     instead of ex2 + rcp) and a shorter series for -expm1(2 la); fp32 keeps
+//     the v1 math (its 1e-5 tolerance);
+//   - rglru backward: also holds a (items x vec fp32) from the local pass;
+//   - samu backward: no meeting of the strips of a time tile. The scan writes
+//     dx without the dm_t / W term, plus its per-(token, strip) sums; a fix-up
+//     kernel (one warp per token, 16-byte loads, all of a row's loads in
+//     flight) adds dm_t / W to dx and writes the controller partials;
+//   - samu forward: the controller kernel reads x by 16-byte loads, eight in
+//     flight per lane.
+#pragma once
+
+namespace gated {
+
+__device__ __forceinline__ float TanhApprox(float v) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(v));
+  return y;
+}
+
+// sigmoid(z) and 1 - sigmoid(z): one tanh.approx for the 16-bit dtypes
+// (absolute error < 2.5e-4), Sigmoid2 (ex2 + rcp) for fp32.
+template <typename T>
+__device__ __forceinline__ Sig FastSig(float z) {
+  if constexpr (sizeof(T) == 4) {
+    return Sigmoid2(z);
+  } else {
+    const float t = TanhApprox(0.5f * z);
+    return {fmaf(0.5f, t, 0.5f), fmaf(-0.5f, t, 0.5f)};
+  }
+}
+
+// The gate from la and a = exp(la): s = sqrt(1 - a^2), q = la / s (0 where
+// s = 0). 1 - a^2 = -expm1(2 la) by its series on [-0.5, 0] (to x^8 / 8! for
+// fp32 as MakeGate; to x^5 / 5! for 16-bit: relative error < 6e-5), else
+// 1 - a^2 directly.
+template <typename T>
+__device__ __forceinline__ Gate GateFromA(float la, float a) {
+  const float x = 2.0f * la;
+  float t;
+  if constexpr (sizeof(T) == 4) {
+    t = fmaf(x, 1.0f / 40320.0f, 1.0f / 5040.0f);
+    t = fmaf(x, t, 1.0f / 720.0f);
+    t = fmaf(x, t, 1.0f / 120.0f);
+  } else {
+    t = 1.0f / 120.0f;
+  }
+  t = fmaf(x, t, 1.0f / 24.0f);
+  t = fmaf(x, t, 1.0f / 6.0f);
+  t = fmaf(x, t, 0.5f);
+  t = fmaf(x, t, 1.0f);
+  const float om = x > -0.5f ? -x * t : fmaf(-a, a, 1.0f);
+  const float rs = rsqrtf(om);
+  Gate g;
+  g.a = a;
+  g.s = om > 0.0f ? om * rs : 0.0f;
+  g.q = om > 0.0f ? la * rs : 0.0f;
+  return g;
+}
+template <typename T>
+__device__ __forceinline__ Gate GateFast(float la) {
+  return GateFromA<T>(la, ExpDecay<T>(la));
+}
+
+// Whether a thread holds its a's (items x vec fp32) from the local pass to
+// the rescan. Up to 16 per thread it does (the forward then holds (a, b):
+// 32 fp32); above, only b is held in the forward and nothing in the backward,
+// and the rescan recomputes a (rglru: tanh + ex2, samu: ex2 per element), so
+// that 256-thread blocks of twice the tile still fit 3 per SM.
+template <int kSteps, int VEC>
+constexpr bool kHoldA = kSteps * VEC <= 16;
+
+// Shared memory of a `lookback` kernel: kIn staged inputs, then the combine
+// (SmemPlan with no (a, b) region).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int kIn>
+using HeldPlan = SmemPlan<T, VEC, THREADS, STRIP, TILE, kIn, false>;
+
+// ---- rglru ------------------------------------------------------------------------
+
+// Forward: stages ga, gx, x (6 B per element at bf16); each thread's (a, b)
+// stay in registers from the local pass to the rescan.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
+  using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
+  constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_in = reinterpret_cast<T*>(smem);
+  float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
+  float* s_H = s_A + kSegs * STRIP;
+  float* s_carry = s_H + kSegs * STRIP;
+  unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false);
+  const TileIndex x = TakeTicket<STRIP, TILE, false>(p.workspace, s_ticket, p.batch, p.length, p.width);
+  const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.ga, p.width) && ChunkAligned<T>(p.gx, p.width);
+  StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.ga), p.length, p.width, x.b, x.c_strip, x.base, 0,
+                                     chunks);
+  StageRows<T, THREADS, STRIP, TILE>(s_in + TILE * STRIP, static_cast<const T*>(p.gx), p.length, p.width, x.b,
+                                     x.c_strip, x.base, 0, chunks);
+  StageRows<T, THREADS, STRIP, TILE>(s_in + 2 * TILE * STRIP, static_cast<const T*>(p.x), p.length, p.width, x.b,
+                                     x.c_strip, x.base, 0, chunks);
+  CpAsyncCommit();
+
+  const int tid = threadIdx.x;
+  const int lane = tid % kLanes;
+  const int seg = tid / kLanes;
+  const long long c0 = x.c_strip + lane * VEC;
+  const Lanes l = MakeLanes<T, VEC>(c0, p.width, RgLruAligned<T, VEC>(p, false));
+  float sp[VEC], carry0[VEC];
+  LoadChannels(sp, p.lambda, l);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]);
+  LoadState(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
+  CpAsyncWait<0>();
+  __syncthreads();
+
+  auto pack_at = [&](int input, int row) -> const Pack<T, VEC>& {
+    return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
+  };
+  const int row0 = seg * kSteps;
+  constexpr bool kHold = kHoldA<kSteps, VEC>;
+  float av[kHold ? kSteps : 1][VEC], bv[kSteps][VEC];
+  float A[VEC], H[VEC];
+  Fill(A, 1.0f);
+  Fill(H, 0.0f);
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int row = row0 + i;
+    const bool in = x.base + row < p.length;
+    const Pack<T, VEC> pa = pack_at(0, row), pi = pack_at(1, row), px = pack_at(2, row);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const Gate g = GateFast<T>(sp[j] * FastSig<T>(pa.Get(j)).s);
+      const float a = in ? g.a : 1.0f;
+      const float bb = in ? g.s * FastSig<T>(pi.Get(j)).s * px.Get(j) : 0.0f;
+      if constexpr (kHold) av[i][j] = a;
+      bv[i][j] = bb;
+      A[j] *= a;
+      H[j] = fmaf(a, H[j], bb);
+    }
+  }
+  float s[VEC];
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
+  if (l.nvalid <= 0) return;
+  T* __restrict__ out = static_cast<T*>(p.h) + (x.b * p.length + x.base + row0) * p.width + c0;
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    if constexpr (kHold) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) s[j] = fmaf(av[i][j], s[j], bv[i][j]);
+    } else {
+      // The same a as the local pass (same instructions on the same input);
+      // rows past L only follow the last stored one.
+      const Pack<T, VEC> pa = pack_at(0, row0 + i);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) s[j] = fmaf(ExpDecay<T>(sp[j] * FastSig<T>(pa.Get(j)).s), s[j], bv[i][j]);
+    }
+    const long long t = x.base + row0 + i;
+    if (t < p.length) {
+      StorePack<T, VEC>(out + i * p.width, s, l.wide, l.nvalid);
+      if (t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
+    }
+  }
+}
+
+// Backward: stages ga, dh (group 0) and gx, x, h_{t-1} (group 1, in flight
+// during the local pass and the look-back); the local pass keeps a.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
+  using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 5>;
+  constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
+  static_assert(kSegs * STRIP * 4 <= SP::kStagedBytes, "the staging holds the parameter sums");
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_in = reinterpret_cast<T*>(smem);
+  float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
+  float* s_H = s_A + kSegs * STRIP;
+  float* s_carry = s_H + kSegs * STRIP;
+  unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false);
+  const TileIndex x = TakeTicket<STRIP, TILE, true>(p.workspace, s_ticket, p.batch, p.length, p.width);
+  const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.ga, p.width) &&
+                      ChunkAligned<T>(p.gx, p.width) && ChunkAligned<T>(p.dh, p.width) && ChunkAligned<T>(p.h, p.width);
+  const T* srcs[5] = {static_cast<const T*>(p.ga), static_cast<const T*>(p.dh), static_cast<const T*>(p.gx),
+                      static_cast<const T*>(p.x), static_cast<const T*>(p.h)};
+#pragma unroll
+  for (int k = 0; k < 5; ++k) {
+    StageRows<T, THREADS, STRIP, TILE>(s_in + k * TILE * STRIP, srcs[k], p.length, p.width, x.b, x.c_strip, x.base,
+                                       k == 4 ? 1 : 0, chunks);
+    if (k == 1 || k == 4) CpAsyncCommit();
+  }
+
+  const int tid = threadIdx.x;
+  const int lane = tid % kLanes;
+  const int seg = tid / kLanes;
+  const long long c0 = x.c_strip + lane * VEC;
+  const Lanes l = MakeLanes<T, VEC>(c0, p.width, RgLruAligned<T, VEC>(p, true));
+  float sp[VEC], ratio[VEC], h0v[VEC], zero[VEC];
+  LoadChannels(sp, p.lambda, l);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    ratio[j] = DecayRatio(sp[j]);
+    sp[j] = -kC * SoftplusAccurate(sp[j]);
+  }
+  LoadState(h0v, p.h0 != nullptr ? p.h0 + x.b * p.width : nullptr, l);
+  Fill(zero, 0.0f);
+  CpAsyncWait<1>();
+  __syncthreads();
+
+  auto pack_at = [&](int input, int row) -> const Pack<T, VEC>& {
+    return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
+  };
+  auto row_of = [&](int i) { return TILE - 1 - (seg * kSteps + i); };
+  constexpr bool kHold = kHoldA<kSteps, VEC>;
+  float av[kHold ? kSteps : 1][VEC];
+  float A[VEC], H[VEC];
+  Fill(A, 1.0f);
+  Fill(H, 0.0f);
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int row = row_of(i);
+    const bool in = x.base + row >= 0;
+    const Pack<T, VEC> pa = pack_at(0, row), pd = pack_at(1, row);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float a = in ? ExpDecay<T>(sp[j] * FastSig<T>(pa.Get(j)).s) : 1.0f;
+      if constexpr (kHold) av[i][j] = a;
+      A[j] *= a;
+      H[j] = a * (H[j] + pd.Get(j));
+    }
+  }
+  float u[VEC];
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
+  float acc[1][VEC];
+  Fill(acc[0], 0.0f);
+  if (l.nvalid > 0) {
+    const long long off0 = (x.b * p.length + x.base + row_of(0)) * p.width + c0;
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      const int row = row_of(i);
+      const long long t = x.base + row;
+      if (t >= 0) {
+        const Pack<T, VEC> pa = pack_at(0, row), pd = pack_at(1, row), pi = pack_at(2, row), px = pack_at(3, row),
+                           ph = pack_at(4, row);
+        float dx[VEC], dga[VEC], dgx[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float hprev = t > 0 ? ph.Get(j) : h0v[j];
+          const Sig r = FastSig<T>(pa.Get(j));
+          const Sig ig = FastSig<T>(pi.Get(j));
+          const float la = sp[j] * r.s;
+          float a;
+          if constexpr (kHold) {
+            a = av[i][j];
+          } else {
+            a = ExpDecay<T>(la);  // t >= 0 here: as the local pass
+          }
+          const Gate gate = GateFromA<T>(la, a);
+          const float xv = px.Get(j);
+          const float g = pd.Get(j) + u[j];
+          const float gs = g * gate.s;
+          dx[j] = gs * ig.s;
+          dgx[j] = gs * xv * (ig.s * ig.c);
+          const float big_g = g * (gate.a * hprev * la - ig.s * xv * gate.a * gate.a * gate.q);
+          dga[j] = big_g * r.c;
+          acc[0][j] = fmaf(big_g, ratio[j], acc[0][j]);
+          u[j] = gate.a * g;
+        }
+        const long long off = off0 - i * p.width;
+        StorePack<T, VEC>(static_cast<T*>(p.dx) + off, dx, l.wide, l.nvalid);
+        StorePack<T, VEC>(static_cast<T*>(p.dga) + off, dga, l.wide, l.nvalid);
+        StorePack<T, VEC>(static_cast<T*>(p.dgx) + off, dgx, l.wide, l.nvalid);
+        if (t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, l);
+      }
+    }
+  }
+  float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
+  WriteParamPartials<1, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(smem), param, x.b * lay.tiles + x.tile,
+                                             x.c_strip, p.width);
+}
+
+// ---- samu ---------------------------------------------------------------------------
+
+// Sum of the elements of one 16-byte chunk.
+template <typename T>
+__device__ __forceinline__ float ChunkSum(const uint4& w) {
+  const unsigned u[4] = {w.x, w.y, w.z, w.w};
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if constexpr (sizeof(T) == 4) {
+      sum += __uint_as_float(u[k]);
+    } else if constexpr (scan::IsBF16<T>::value) {
+      sum += __uint_as_float(u[k] << 16) + __uint_as_float(u[k] & 0xffff0000u);
+    } else {
+      sum += __half2float(__ushort_as_half(static_cast<unsigned short>(u[k] & 0xffffu))) +
+             __half2float(__ushort_as_half(static_cast<unsigned short>(u[k] >> 16)));
+    }
+  }
+  return sum;
+}
+
+// Adds v to every element of one 16-byte chunk (rounded to T).
+template <typename T>
+__device__ __forceinline__ uint4 ChunkAdd(const uint4& w, float v) {
+  unsigned u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    if constexpr (sizeof(T) == 4) {
+      u[k] = __float_as_uint(__uint_as_float(u[k]) + v);
+    } else if constexpr (scan::IsBF16<T>::value) {
+      u[k] = scan::PackPair<T>(__uint_as_float(u[k] << 16) + v, __uint_as_float(u[k] & 0xffff0000u) + v);
+    } else {
+      u[k] = scan::PackPair<T>(__half2float(__ushort_as_half(static_cast<unsigned short>(u[k] & 0xffffu))) + v,
+                               __half2float(__ushort_as_half(static_cast<unsigned short>(u[k] >> 16))) + v);
+    }
+  }
+  return make_uint4(u[0], u[1], u[2], u[3]);
+}
+
+constexpr int kRowBatch16 = 8;  // 16-byte chunks in flight per lane in the row kernels
+
+// One warp per token: m_t = mean_c x by 16-byte loads, kRowBatch16 in flight
+// per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t).
+template <typename T>
+__device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
+  const long long token = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (token >= p.batch * p.length) return;
+  constexpr int kE = 16 / int(sizeof(T));
+  const T* row = static_cast<const T*>(p.x) + token * p.width;
+  float sum = 0.0f;
+  if (ChunkAligned<T>(p.x, p.width)) {
+    const uint4* v = reinterpret_cast<const uint4*>(row);
+    const long long n = p.width / kE;
+    long long c = lane;
+    for (; c + 32 * (kRowBatch16 - 1) < n; c += 32 * kRowBatch16) {
+      uint4 w[kRowBatch16];
+#pragma unroll
+      for (int k = 0; k < kRowBatch16; ++k) w[k] = __ldg(v + c + 32 * k);
+#pragma unroll
+      for (int k = 0; k < kRowBatch16; ++k) sum += ChunkSum<T>(w[k]);
+    }
+    for (; c < n; c += 32) sum += ChunkSum<T>(__ldg(v + c));
+  } else {
+    for (long long c = lane; c < p.width; c += 32) sum += scan::ToFloat(row[c]);
+  }
+  sum = RowSum<32>(sum);
+  if (lane == 0) {
+    const float m = sum / static_cast<float>(p.width);
+    const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
+    p.ctrl[2 * token] = SigmoidAccurate(fmaf(w_r, m, b_r));
+    p.ctrl[2 * token + 1] = SigmoidAccurate(fmaf(w_i, m, b_i));
+  }
+}
+
+// Forward: stages x (2 B per element at bf16); (r_t, i_t) of the thread's
+// rows are loaded before the staging wait; (a, b) stay in registers.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
+  using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 1>;
+  constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_in = reinterpret_cast<T*>(smem);
+  float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
+  float* s_H = s_A + kSegs * STRIP;
+  float* s_carry = s_H + kSegs * STRIP;
+  unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, true);
+  const TileIndex x = TakeTicket<STRIP, TILE, false>(p.workspace, s_ticket, p.batch, p.length, p.width);
+  StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
+                                     ChunkAligned<T>(p.x, p.width));
+  CpAsyncCommit();
+  const int tid = threadIdx.x;
+  const int lane = tid % kLanes;
+  const int seg = tid / kLanes;
+  const int row0 = seg * kSteps;
+  const long long c0 = x.c_strip + lane * VEC;
+  const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, false));
+  // (r_t, i_t) of the tile's rows, staged once (0 past L).
+  __shared__ float2 s_ri[TILE];
+  const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
+  for (int r = threadIdx.x; r < TILE; r += THREADS) {
+    s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
+  }
+  // sp and beta now; gamma only after the look-back (fewer live registers
+  // through it: the forward of twice the tile holds 32 fp32 b's).
+  float sp[VEC], beta[VEC];
+  LoadChannels(sp, p.lambda, l);
+  LoadChannels(beta, p.beta, l);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]);
+  float carry0[VEC];
+  LoadState(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
+  CpAsyncWait<0>();
+  __syncthreads();
+
+  constexpr bool kHold = kHoldA<kSteps, VEC>;
+  float av[kHold ? kSteps : 1][VEC], bv[kSteps][VEC];
+  float A[VEC], H[VEC];
+  Fill(A, 1.0f);
+  Fill(H, 0.0f);
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int row = row0 + i;
+    const bool in = x.base + row < p.length;
+    const float2 ri = s_ri[row];
+    const Pack<T, VEC> px = *reinterpret_cast<const Pack<T, VEC>*>(s_in + row * STRIP + lane * VEC);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const Gate g = GateFast<T>(sp[j] * ri.x);
+      const float a = in ? g.a : 1.0f;
+      const float bb = g.s * ri.y * beta[j] * px.Get(j);  // 0 past L (i = 0)
+      if constexpr (kHold) av[i][j] = a;
+      bv[i][j] = bb;
+      A[j] *= a;
+      H[j] = fmaf(a, H[j], bb);
+    }
+  }
+  float s[VEC];
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
+  if (l.nvalid <= 0) return;
+  float gamma[VEC];
+  LoadChannels(gamma, p.gamma, l);
+  const long long off0 = (x.b * p.length + x.base + row0) * p.width + c0;
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const long long t = x.base + row0 + i;
+    float r = 0.0f;
+    if constexpr (!kHold) r = s_ri[row0 + i].x;
+    float y[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      float a;
+      if constexpr (kHold) {
+        a = av[i][j];
+      } else {
+        a = ExpDecay<T>(sp[j] * r);  // as the local pass (rows past L: not stored)
+      }
+      s[j] = fmaf(a, s[j], bv[i][j]);
+      y[j] = gamma[j] * s[j];
+    }
+    if (t < p.length) {
+      const long long off = off0 + i * p.width;
+      StorePack<T, VEC>(static_cast<T*>(p.h) + off, s, l.wide, l.nvalid);
+      StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, l.wide, l.nvalid);
+      if (t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
+    }
+  }
+}
+
+// Backward scan: stages dy (group 0) and x, h_{t-1} (group 1); the local
+// pass keeps a. Writes dx without dm_t / W (the fix-up adds it), the
+// per-(token, strip) sums and the per-part parameter sums. No block waits on
+// another except through the look-back.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
+  using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
+  constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
+  static_assert(kLanes <= 32, "samu's token sums reduce over the lanes of one warp");
+  static_assert(3 * kSegs * STRIP * 4 <= SP::kStagedBytes, "the staging holds the parameter sums");
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* s_in = reinterpret_cast<T*>(smem);
+  float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
+  float* s_H = s_A + kSegs * STRIP;
+  float* s_carry = s_H + kSegs * STRIP;
+  unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, true);
+  const TileIndex x = TakeTicket<STRIP, TILE, true>(p.workspace, s_ticket, p.batch, p.length, p.width);
+  const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.dy, p.width) && ChunkAligned<T>(p.h, p.width);
+  StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.dy), p.length, p.width, x.b, x.c_strip, x.base, 0,
+                                     chunks);
+  CpAsyncCommit();
+  StageRows<T, THREADS, STRIP, TILE>(s_in + TILE * STRIP, static_cast<const T*>(p.x), p.length, p.width, x.b,
+                                     x.c_strip, x.base, 0, chunks);
+  StageRows<T, THREADS, STRIP, TILE>(s_in + 2 * TILE * STRIP, static_cast<const T*>(p.h), p.length, p.width, x.b,
+                                     x.c_strip, x.base, 1, chunks);
+  CpAsyncCommit();
+  const int tid = threadIdx.x;
+  const int lane = tid % kLanes;
+  const int seg = tid / kLanes;
+  const long long c0 = x.c_strip + lane * VEC;
+  const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, true));
+  auto row_of = [&](int i) { return TILE - 1 - (seg * kSteps + i); };
+  // (r_t, i_t) of the tile's rows, staged once (0 before t = 0).
+  __shared__ float2 s_ri[TILE];
+  const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
+  for (int r = threadIdx.x; r < TILE; r += THREADS) {
+    s_ri[r] = x.base + r >= 0 ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
+  }
+  SamuChannels<VEC> ch;
+  ch.Load(p, l, true);
+  float h0v[VEC], zero[VEC];
+  LoadState(h0v, p.h0 != nullptr ? p.h0 + x.b * p.width : nullptr, l);
+  Fill(zero, 0.0f);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) ch.sp[j] *= -kC;
+  CpAsyncWait<1>();
+  __syncthreads();
+
+  auto pack_at = [&](int input, int row) -> const Pack<T, VEC>& {
+    return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
+  };
+  constexpr bool kHold = kHoldA<kSteps, VEC>;
+  float av[kHold ? kSteps : 1][VEC];
+  float A[VEC], H[VEC];
+  Fill(A, 1.0f);
+  Fill(H, 0.0f);
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int row = row_of(i);
+    const bool in = x.base + row >= 0;
+    const float r = s_ri[row].x;
+    const Pack<T, VEC> pd = pack_at(0, row);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float a = in ? ExpDecay<T>(ch.sp[j] * r) : 1.0f;
+      if constexpr (kHold) av[i][j] = a;
+      A[j] *= a;
+      H[j] = a * fmaf(ch.gamma[j], pd.Get(j), H[j]);
+    }
+  }
+  float u[VEC];
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
+  float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
+  float acc[3][VEC];
+#pragma unroll
+  for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
+  const long long off0 = (x.b * p.length + x.base + row_of(0)) * p.width + c0;
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int row = row_of(i);
+    const long long t = x.base + row;
+    // No early exit: the row sums are shuffles over the whole warp. Rows
+    // before t = 0 are staged as zeros, have r = i = 0 and a = 1, and
+    // contribute nothing.
+    const float2 ri = s_ri[row];
+    const Pack<T, VEC> pd = pack_at(0, row), px = pack_at(1, row), ph = pack_at(2, row);
+    float dx[VEC], sums[3] = {0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const float la = ch.sp[j] * ri.x;
+      float a;
+      if constexpr (kHold) {
+        a = av[i][j];
+      } else {
+        a = t >= 0 ? ExpDecay<T>(la) : 1.0f;  // as the local pass
+      }
+      const Gate gate = GateFromA<T>(la, a);
+      const float hprev = t > 0 ? ph.Get(j) : h0v[j];
+      const float xv = px.Get(j), dy = pd.Get(j);
+      const float g = fmaf(ch.gamma[j], dy, u[j]);
+      const float v = ri.y * ch.beta[j] * xv;
+      const float big_g = g * (gate.a * hprev * la - v * gate.a * gate.a * gate.q);
+      const float gs = g * gate.s;
+      acc[0][j] = fmaf(big_g, ch.ratio[j], acc[0][j]);
+      acc[1][j] = fmaf(gs * ri.y, xv, acc[1][j]);
+      acc[2][j] = fmaf(dy, fmaf(gate.a, hprev, gate.s * v), acc[2][j]);
+      sums[0] += big_g;
+      sums[1] = fmaf(gs * ch.beta[j], xv, sums[1]);
+      sums[2] += xv;
+      u[j] = gate.a * g;
+      dx[j] = gs * ri.y * ch.beta[j];
+    }
+#pragma unroll
+    for (int n = 0; n < 3; ++n) sums[n] = RowSum<kLanes>(sums[n]);
+    if (t >= 0) {
+      if (lane == 0) {
+        const long long token = x.b * p.length + t;
+#pragma unroll
+        for (int n = 0; n < 3; ++n) tok[(token * lay.strips + x.strip) * kSamuTokenSums + n] = sums[n];
+      }
+      StorePack<T, VEC>(static_cast<T*>(p.dx) + off0 - i * p.width, dx, l.wide, l.nvalid);
+      if (t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, l);
+    }
+  }
+  float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
+  WriteParamPartials<3, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(smem), param, x.b * lay.tiles + x.tile,
+                                             x.c_strip, p.width);
+}
+
+// One warp per token: reduces the token's strip sums, forms dm_t / W and
+// adds it to the token's dx row (16-byte loads, kRowBatch16 in flight per
+// lane); the block writes its controller partials (one row per block).
+template <typename T, int UNIT, int TILE>
+__device__ __forceinline__ void SamuFixupFast(const SamuParams& p) {
+  __shared__ float s_ctrl[kFixupTokensPerBlock][4];
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, true);
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const long long token = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + warp;
+  float contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (token < p.batch * p.length) {
+    const float* tok = reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.token_offset) +
+                       token * lay.strips * kSamuTokenSums;
+    float sums[3] = {0.0f, 0.0f, 0.0f};
+    for (long long k = lane; k < lay.strips; k += 32) {
+#pragma unroll
+      for (int n = 0; n < 3; ++n) sums[n] += __ldcg(tok + k * kSamuTokenSums + n);
+    }
+#pragma unroll
+    for (int n = 0; n < 3; ++n) sums[n] = RowSum<32>(sums[n]);
+    const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
+    const float m = sums[2] / static_cast<float>(p.width);
+    const float zr = fmaf(w_r, m, b_r), zi = fmaf(w_i, m, b_i);
+    const float dz_r = sums[0] * SigmoidAccurate(-zr);
+    const float dz_i = sums[1] * (SigmoidAccurate(zi) * SigmoidAccurate(-zi));
+    const float share = fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width);
+    contrib[0] = dz_r * m;
+    contrib[1] = dz_r;
+    contrib[2] = dz_i * m;
+    contrib[3] = dz_i;
+    T* row = static_cast<T*>(p.dx) + token * p.width;
+    if (ChunkAligned<T>(p.dx, p.width)) {
+      constexpr int kE = 16 / int(sizeof(T));
+      uint4* v = reinterpret_cast<uint4*>(row);
+      const long long n = p.width / kE;
+      for (long long c = lane; c < n; c += 32 * kRowBatch16) {
+        uint4 w[kRowBatch16];
+#pragma unroll
+        for (int k = 0; k < kRowBatch16; ++k) {
+          if (c + 32 * k < n) w[k] = __ldcg(v + c + 32 * k);
+        }
+#pragma unroll
+        for (int k = 0; k < kRowBatch16; ++k) {
+          if (c + 32 * k < n) {
+            const uint4 o = ChunkAdd<T>(w[k], share);
+            const unsigned ou[4] = {o.x, o.y, o.z, o.w};
+            scan::WordIO<uint4>::Store(v + c + 32 * k, ou);
+          }
+        }
+      }
+    } else {
+      for (long long c = lane; c < p.width; c += 32) row[c] = scan::FromFloat<T>(scan::ToFloat(row[c]) + share);
+    }
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n) s_ctrl[warp][n] = contrib[n];
+  }
+  __syncthreads();
+  if (threadIdx.x < 4) {
+    float total = 0.0f;
+    for (int w = 0; w < kFixupTokensPerBlock; ++w) total += s_ctrl[w][threadIdx.x];
+    reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.ctrl_offset)[blockIdx.x * 4 + threadIdx.x] = total;
+  }
+}
+
+// Blocks per SM the register allocation must allow (__launch_bounds__): 3
+// of 256 threads (<= 85 registers), 4 of 128 (<= 128). A thread holds at
+// most 2 x 16 fp32 through the look-back (kHoldA). Checked without spills by
+// tests/compiler/plan_gated_test.cc.
+constexpr int HeldMinBlocks(int threads, int vec, int strip, int tile) {
+  return threads >= 256 ? 3 : 4;
+}
+
+}  // namespace gated
+
+// ---- entry points of the `lookback` family (grids: as lookbacksmem for the
+// scans; ceil(B*L / 8) blocks of 256 threads for control and fix-up) ----------
+
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) rglru_fwd_held(const RgLruParams p) {
+  gated::RgLruForwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
+}
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) rglru_bwd_held(const RgLruParams p) {
+  gated::RgLruBackwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
+}
+template <typename T>
+__global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(const SamuParams p) {
+  gated::SamuControlFast<T>(p);
+}
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) samu_fwd_held(const SamuParams p) {
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
+}
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) samu_bwd_held(const SamuParams p) {
+  gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
+}
+template <typename T, int UNIT, int TILE>
+__global__ void __launch_bounds__(gated::kFixupThreads) samu_bwd_fixup_fast(const SamuParams p) {
+  gated::SamuFixupFast<T, UNIT, TILE>(p);
+}
+// The finalize of the `lookback` family: controller partials per fix-up block.
+template <typename T, int UNIT, int TILE>
+__global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_finalize_fixup(const SamuParams p) {
+  gated::SamuFinalize<UNIT, TILE, true>(p);
+}
