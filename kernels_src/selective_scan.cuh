@@ -855,6 +855,7 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
   float* sA = smem + kLay.a;
   float* sdA = smem + kLay.da;     // [DB][TW][N]
   float* sAgg = smem + kLay.agg;   // [2 directions][2 parities][DB][TW][2]
+  float* sCk = smem + kLay.ck;     // [DB][N]: the chunk's start states (checkpoints)
   const long long B = p.batch, L = p.length, D = p.dim;
   const long long b = blockIdx.z, d0 = static_cast<long long>(blockIdx.x) * DB;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -888,6 +889,10 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
       ssm::StageRows<T, C, 3>(rows, srcs, b, L, D, d0, tc);
     }
     ssm::StageBC<T, C>(sB, sC, p, b, L, tc);
+    for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
+      const long long di = d0 + i / N;
+      sCk[i] = di < D ? ckpt[((b * chunks + c) * D + di) * N + i % N] : 0.f;
+    }
     __syncthreads();
     float dl[K], u[K], x[K], dyg[K], du[K], dd[K], dsoft[K], gz[K], yp[K];
 #pragma unroll
@@ -914,13 +919,12 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
       dDv_acc = fmaf(dyg[k], u[k], dDv_acc);
     }
     __syncthreads();  // rows are free: the channel reduction reuses them
-    const float* ckc = ckpt + ((b * chunks + c) * D + (valid ? d : 0)) * N;
     const float* gcur = sG + par * DB * N + ch * N;
     float* gnxt = sG + (par ^ 1) * DB * N + ch * N;
 #pragma unroll 1
     for (int n = 0; n < N; ++n) {
       const float a2 = sA2[ch * N + n], an = sA[ch * N + n];
-      const float hstart = valid ? ckc[n] : 0.f;
+      const float hstart = sCk[ch * N + n];
       const float* Bn = sB + n * NS + tpos;
       const float* Cn = sC + n * NS + tpos;
       float dA[K], hs[K], cdy[K];

@@ -99,7 +99,7 @@ SSM_HD struct SsmWorkspace SsmWorkspaceLayout(long long B, long long L, long lon
 // as the kernels carve it (selective_scan.cuh); the checkpoints are the
 // forward state at every chunk start, SsmWorkspaceLayout(B, L, D, N, 0, TC).ckpt.
 struct SsmTscanSmem {
-  long long rows, bc, carry, a2, a, da, agg, part, total;  // offsets in floats
+  long long rows, bc, carry, a2, a, da, agg, ck, total;  // offsets in floats
 };
 SSM_HD_CONSTEXPR long long SsmTscanChunk(long long TW, long long K) { return 32 * TW * K; }
 SSM_HD_CONSTEXPR long long SsmTscanRowStride(long long DB, long long TW, long long K) {
@@ -120,7 +120,7 @@ SSM_HD_CONSTEXPR struct SsmTscanSmem SsmTscanSmemLayout(long long N, long long D
   s.a = s.a2 + DB * N;
   s.da = s.a + (bwd ? DB * N : 0);
   s.agg = s.da + (bwd ? DB * TW * N : 0);
-  s.part = s.agg + (bwd ? 2 : 1) * 2 * DB * TW * 2;
-  s.total = s.part;
+  s.ck = s.agg + (bwd ? 2 : 1) * 2 * DB * TW * 2;  // bwd: the chunk's start states [DB][N]
+  s.total = s.ck + (bwd ? DB * N : 0);
   return s;
 }
