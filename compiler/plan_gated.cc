@@ -52,7 +52,7 @@ constexpr LookbackKnobs kLookback[] = {{4, 128, 64, 64},  {4, 128, 64, 128}, {4,
 // asks for 3 blocks of 256 threads (<= 85 registers) or 4 of 128 (<= 128).
 // Registers (bf16, fwd / bwd; rglru | samu): see bench/NOTES.md "rglru/samu
 // v2". Dropped for spills: v4_t128_s8_i16 (fp32 rglru fwd 32 B), v4_t256
-// with items 8 (16-28 B in rglru fwd and samu).
+// with items 8 (16-36 B in rglru fwd and samu).
 struct HeldKnobs {
   int vec, threads, segments, items;
 };
@@ -62,6 +62,7 @@ constexpr HeldKnobs kHeld[] = {
     {2, 256, 8, 16},   // strip 64, tile 128, b held, 3 blocks/SM (rglru bwd: 2, shared memory)
     {2, 256, 16, 16},  // strip 32, tile 256, b held, 3 blocks/SM (rglru bwd: 2, shared memory)
     {4, 128, 8, 8},    // strip 64, tile 64, b held, 4 blocks/SM
+    {2, 256, 32, 16},  // strip 16, tile 512, b held, 3 blocks/SM (rglru bwd: 2): 64 look-back hops at L = 32768
 };
 
 constexpr int64_t kMaxGridX = INT_MAX;
