@@ -853,7 +853,8 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
   float* sG = smem + kLay.carry;  // [2][DB][N]: adjoint entering the chunk from the right
   float* sA2 = smem + kLay.a2;
   float* sA = smem + kLay.a;
-  float* sdA = smem + kLay.da;     // [DB][TW][N]
+  float* sdA = smem + kLay.da;     // [DB][TW][N]: dA summed over the chunks (Kahan: compensation in sdAc)
+  float* sdAc = sdA + DB * TW * N;
   float* sAgg = smem + kLay.agg;   // [2 directions][2 parities][DB][TW][2]
   float* sCk = smem + kLay.ck;     // [DB][N]: the chunk's start states (checkpoints)
   const long long B = p.batch, L = p.length, D = p.dim;
@@ -869,7 +870,7 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
     sA2[i] = a * ssm::kLog2e;
     sG[i] = 0.f;
   }
-  for (int i = threadIdx.x; i < DB * TW * N; i += C::THREADS) sdA[i] = 0.f;
+  for (int i = threadIdx.x; i < 2 * DB * TW * N; i += C::THREADS) sdA[i] = 0.f;
   const float Dv = valid ? p.Dv[d] : 0.f;
   const float bias = BIAS && valid ? p.delta_bias[d] : 0.f;
   const long long chunks = (L + TC - 1) / TC;
@@ -878,7 +879,15 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
   const float* ckpt = wsf + ws.ckpt;
   const void* const srcs_g[4] = {p.delta, p.u, p.dy, p.z};
   const void* const srcs[3] = {p.delta, p.u, p.dy};
-  float dDv_acc = 0.f, dbias_acc = 0.f;
+  // Sums over the whole sequence (up to thousands of chunks): each chunk's partial is added with
+  // Kahan compensation, so the fp32 error stays near one chunk's.
+  float dDv_acc = 0.f, dDv_comp = 0.f, dbias_acc = 0.f, dbias_comp = 0.f;
+  auto kahan = [](float& sum, float& comp, float v) {
+    const float y = v - comp;
+    const float t = sum + y;
+    comp = (t - sum) - y;
+    sum = t;
+  };
   int par = 0;
   for (long long c = chunks - 1; c >= 0; --c, par ^= 1) {
     const long long tc = c * TC;
@@ -895,6 +904,7 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
     }
     __syncthreads();
     float dl[K], u[K], x[K], dyg[K], du[K], dd[K], dsoft[K], gz[K], yp[K];
+    float dDv_chunk = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int slot = ch * RS + k * TPC + tpos;
@@ -916,8 +926,9 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
       x[k] = dl[k] * u[k];
       du[k] = Dv * dyg[k];
       dd[k] = 0.f;
-      dDv_acc = fmaf(dyg[k], u[k], dDv_acc);
+      dDv_chunk = fmaf(dyg[k], u[k], dDv_chunk);
     }
+    kahan(dDv_acc, dDv_comp, dDv_chunk);
     __syncthreads();  // rows are free: the channel reduction reuses them
     const float* gcur = sG + par * DB * N + ch * N;
     float* gnxt = sG + (par ^ 1) * DB * N + ch * N;
@@ -974,7 +985,13 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
         red[DB * TC + k * TPC] = dyg[k] * hs[k];
       }
       dAn = ssm::WarpSum(dAn);
-      if (lane == 0) sdA[(ch * TW + tw) * N + n] += dAn;
+      if (lane == 0) {
+        const int at = (ch * TW + tw) * N + n;
+        float sum = sdA[at], comp = sdAc[at];
+        kahan(sum, comp, dAn);
+        sdA[at] = sum;
+        sdAc[at] = comp;
+      }
       __syncthreads();
       constexpr int kRedIters = (2 * TC + C::THREADS - 1) / C::THREADS;
 #pragma unroll
@@ -999,16 +1016,18 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
                   sSum[(which * N + n) * NS + (tl % K) * TPC + tl / K]);
       }
     }
+    float dbias_chunk = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int slot = ch * RS + k * TPC + tpos;
       const bool ok = valid && tc + tpos * K + k < L;
       const float ddl = ok ? dd[k] * dsoft[k] : 0.f;
-      dbias_acc += ddl;
+      dbias_chunk += ddl;
       rows[slot] = du[k];
       rows[DB * RS + slot] = ddl;
       if (GATE) rows[2 * DB * RS + slot] = yp[k] * gz[k];
     }
+    if (BIAS) kahan(dbias_acc, dbias_comp, dbias_chunk);
     __syncthreads();
     ssm::StoreRows<T, C>(p.du, rows, b, L, D, d0, tc);
     ssm::StoreRows<T, C>(p.ddelta, rows + DB * RS, b, L, D, d0, tc);

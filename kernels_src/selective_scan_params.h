@@ -119,7 +119,7 @@ SSM_HD_CONSTEXPR struct SsmTscanSmem SsmTscanSmemLayout(long long N, long long D
   s.a2 = s.carry + 2 * DB * N;
   s.a = s.a2 + DB * N;
   s.da = s.a + (bwd ? DB * N : 0);
-  s.agg = s.da + (bwd ? DB * TW * N : 0);
+  s.agg = s.da + (bwd ? 2 * DB * TW * N : 0);  // bwd: dA sums and their Kahan compensations
   s.ck = s.agg + (bwd ? 2 : 1) * 2 * DB * TW * 2;  // bwd: the chunk's start states [DB][N]
   s.total = s.ck + (bwd ? DB * N : 0);
   return s;
