@@ -16,7 +16,9 @@ std::string FamilyOf(std::string_view variant) {
 std::string SeedImplOf(std::string_view family) {
   if (family == "sequential") return "scan";
   if (family == "chunked") return "chunked";
-  if (family == "assoc") return "assoc";
+  // tscan scans time with warp shuffles (an associative scan of the (dA, dBu)
+  // pairs), seed 004's assoc row done in one fused kernel.
+  if (family == "assoc" || family == "tscan") return "assoc";
   if (family == "fused" || family == "fusedseg") return "pallas";
   return std::string(family);
 }

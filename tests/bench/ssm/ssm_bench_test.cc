@@ -92,6 +92,7 @@ TEST(SsmFamilies, SeedImplMapping) {
   EXPECT_EQ(SeedImplOf("sequential"), "scan");
   EXPECT_EQ(SeedImplOf("chunked"), "chunked");
   EXPECT_EQ(SeedImplOf("assoc"), "assoc");
+  EXPECT_EQ(SeedImplOf("tscan"), "assoc");
   EXPECT_EQ(SeedImplOf("fused"), "pallas");
   EXPECT_EQ(SeedImplOf("fusedseg"), "pallas");
   EXPECT_EQ(SeedImplOf("lookback"), "lookback");
