@@ -49,7 +49,8 @@ constexpr LookbackKnobs kLookback[] = {{4, 128, 64, 64},  {4, 128, 64, 128}, {4,
 // v2 (`lookback`, gated_held.cuh): {vec, threads, segments, items}. A
 // thread holds (a, b) (items x vec <= 16) or only b (larger: the rescan
 // recomputes a) through the look-back, at most 32 fp32; __launch_bounds__
-// asks for 3 blocks of 256 threads (<= 85 registers) or 4 of 128 (<= 128).
+// asks for 3 blocks of 256 threads (<= 85 registers) or 4 of 128 (<= 128) in
+// the forward, up to 4 of 256 in the backward (what shared memory allows).
 // Registers (bf16, fwd / bwd; rglru | samu): see bench/NOTES.md "rglru/samu
 // v2". Dropped for spills: v4_t128_s8_i16 (fp32 rglru fwd 32 B), v4_t256
 // with items 8 (16-36 B in rglru fwd and samu).

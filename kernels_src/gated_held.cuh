@@ -661,7 +661,32 @@ __device__ __forceinline__ void SamuFixupFast(const SamuParams& p) {
 constexpr int HeldMinBlocks(int threads, int vec, int strip, int tile) {
   return threads >= 256 ? 3 : 4;
 }
-
+// The backward scans hold at most items x vec fp32 (a, or nothing), so 4 of
+// 256 (<= 64 registers) fit without spills, except samu's with a held (fp32
+// v2_t256_s8_i8 spilled 4 B): they keep 3. Where shared memory allows fewer
+// blocks (rglru with 8 K-element tiles: 86 KB at bf16, 2 per SM), the bound
+// asks for only those, and the registers are free for the rescan.
+// inputs: staged tensors; static_bytes: the kernel's static shared memory.
+template <typename T>
+constexpr int HeldMinBlocksBwd(int threads, int vec, int strip, int tile, int inputs, int static_bytes,
+                               bool held_a_cap3) {
+  const int segs = threads / (strip / vec);
+  const int smem = (inputs * tile * strip * int(sizeof(T)) + 15) / 16 * 16 + (2 * segs * strip + strip) * 4 + 16 +
+                   static_bytes;
+  const int by_smem = 233472 / (smem + 1024);  // 228 KB per SM, 1 KB reserved per block
+  const int cap = threads >= 256 ? (held_a_cap3 ? 3 : 4) : 4;
+  const int blocks = by_smem < cap ? by_smem : cap;
+  return blocks < 1 ? 1 : blocks;
+}
+template <typename T>
+constexpr int RgLruMinBlocksBwd(int threads, int vec, int strip, int tile) {
+  return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 5, 0, false);
+}
+template <typename T>
+constexpr int SamuMinBlocksBwd(int threads, int vec, int strip, int tile) {
+  return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 3, tile * 8,
+                             (tile / (threads / (strip / vec))) * vec <= 16);
+}
 }  // namespace gated
 
 // ---- entry points of the `lookback` family (grids: as lookbacksmem for the
@@ -672,7 +697,7 @@ __global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, ST
   gated::RgLruForwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE>
-__global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) rglru_bwd_held(const RgLruParams p) {
+__global__ void __launch_bounds__(THREADS, gated::RgLruMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) rglru_bwd_held(const RgLruParams p) {
   gated::RgLruBackwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
 }
 template <typename T>
@@ -684,7 +709,7 @@ __global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, ST
   gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE>
-__global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) samu_bwd_held(const SamuParams p) {
+__global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) samu_bwd_held(const SamuParams p) {
   gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
 }
 template <typename T, int UNIT, int TILE>
