@@ -25,13 +25,14 @@ stage() {  # stage NAME SECONDS COMMAND...
   OUT=$top/$name timeout "$limit" "$@" >"$top/$name/stdout.txt" 2>&1
   echo "   $name: exit $? after $(( $(date +%s) - start )) s"
 }
-stage tests "${TESTS_S:-140}" bash -c "source '$here/gpu_env.sh' && \
-  ctest --test-dir \"\$bin\" -L gpu -R '${TESTS_RE:-Gated|Ssm}' --output-on-failure --timeout 130"
+# The suites only check correctness, so they share the GPU (-j3).
+stage tests "${TESTS_S:-150}" bash -c "source '$here/gpu_env.sh' && \
+  ctest --test-dir \"\$bin\" -L gpu -R '${TESTS_RE:-Gated|Ssm}' -j3 --output-on-failure --timeout 140"
+stage mixer "${MIXER_S:-170}" bash "$here/gpu_mixer.sh"
+SSM_DEADLINE_S=${SSM_DEADLINE_S:-155} SSM_TIMEOUT_S=${SSM_TIMEOUT_S:-195} stage ssm "${SSM_S:-200}" bash "$here/gpu_ssm.sh"
 SCANTUNE_TUNE="${LINEAR_TUNE:-linear_scan:bf16:fwd}" \
   SCANTUNE_VARIANTS="${LINEAR_VARIANTS:-lookbacksmem_v4_t128_c64_i256,lookbacksmem_v4_t128_c32_i512}" \
   stage linear "${LINEAR_S:-35}" bash "$here/gpu_round.sh" tune
-stage mixer "${MIXER_S:-190}" bash "$here/gpu_mixer.sh"
-SSM_DEADLINE_S=${SSM_DEADLINE_S:-150} SSM_TIMEOUT_S=${SSM_TIMEOUT_S:-195} stage ssm "${SSM_S:-200}" bash "$here/gpu_ssm.sh"
 {
   grep -E "Passed|Failed|tests passed" "$top/tests/stdout.txt" | tail -8
   grep -E "problem|variant  |median" "$top/linear/select.txt" | paste - - - | awk '{$1=$1};1'
