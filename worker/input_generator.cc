@@ -9,36 +9,26 @@
 namespace scantune {
 namespace {
 
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+// Below this many elements per thread a thread start costs more than it saves.
+constexpr size_t kGrain = 1 << 14;
 
-// splitmix64's output function. The generator's k-th draw (k = 1, 2, ...)
-// from `seed` is Mix(seed + k * kGolden): it is counter-based, so any draw
-// can be computed directly from its index. That lets every thread fill its
-// own range of elements, and the values are the ones a sequential
-// SplitMix64 stream gave (one draw per uniform, two per normal), whatever
-// the thread count.
-uint64_t Mix(uint64_t z) {
+}  // namespace
+
+uint64_t SplitMix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
 
-// Uniform in (0, 1): never exactly 0, so log() below is finite.
 double UniformAt(uint64_t seed, uint64_t draw) {
-  return (static_cast<double>(Mix(seed + draw * kGolden) >> 11) + 0.5) * 0x1.0p-53;
+  constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
+  return (static_cast<double>(SplitMix(seed + draw * kGolden) >> 11) + 0.5) * 0x1.0p-53;
 }
 
-// Element i of a stream of normals: Box-Muller on draws 2i+1 and 2i+2, one
-// value per pair (simple and deterministic).
 double NormalAt(uint64_t seed, uint64_t i) {
   const double u1 = UniformAt(seed, 2 * i + 1), u2 = UniformAt(seed, 2 * i + 2);
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
 }
-
-// Below this many elements per thread a thread start costs more than it saves.
-constexpr size_t kGrain = 1 << 14;
-
-}  // namespace
 
 LinearScanInputs GenerateInputs(const Problem& problem, uint64_t seed) {
   const size_t n = static_cast<size_t>(problem.shape.elements());

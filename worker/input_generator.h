@@ -23,4 +23,16 @@ struct LinearScanInputs {
 
 LinearScanInputs GenerateInputs(const Problem& problem, uint64_t seed);
 
+// The counter-based generator every operator's inputs come from (worker/op_io_*.cc).
+// splitmix64's output function: the k-th draw (k = 1, 2, ...) of stream `seed`
+// is SplitMix(seed + k * golden ratio), so any draw is computed from its
+// index, every thread fills its own range, and the values are the ones a
+// sequential SplitMix64 stream gives, whatever the thread count.
+uint64_t SplitMix(uint64_t z);
+// Draw `draw` (>= 1) of stream `seed`, uniform in (0, 1): never exactly 0.
+double UniformAt(uint64_t seed, uint64_t draw);
+// Element i of a stream of standard normals: Box-Muller on draws 2i+1 and
+// 2i+2, one value per pair.
+double NormalAt(uint64_t seed, uint64_t i);
+
 }  // namespace scantune

@@ -14,11 +14,11 @@
 // kernel's own rounding, in fwd_bwd).
 #include <cmath>
 #include <cstring>
-#include <numbers>
 
 #include "kernels_src/rglru_params.h"
 #include "kernels_src/samu_params.h"
 #include "worker/dtype_convert.h"
+#include "worker/input_generator.h"
 #include "worker/op_io.h"
 #include "worker/parallel.h"
 #include "worker/reference_gated.h"
@@ -26,21 +26,8 @@
 namespace scantune {
 namespace {
 
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
 constexpr size_t kGrain = 1 << 14;
 
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-double UniformAt(uint64_t seed, uint64_t draw) {
-  return (static_cast<double>(Mix(seed + draw * kGolden) >> 11) + 0.5) * 0x1.0p-53;
-}
-double NormalAt(uint64_t seed, uint64_t i) {
-  const double u1 = UniformAt(seed, 2 * i + 1), u2 = UniformAt(seed, 2 * i + 2);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-}
 
 // n standard normals (+ offset(i)) of stream `seed`, rounded to dtype.
 template <typename Offset>

@@ -3,10 +3,10 @@
 // checkpoints in the plan's workspace), so bwd-only mode needs nothing extra.
 #include <cmath>
 #include <cstring>
-#include <numbers>
 
 #include "kernels_src/selective_scan_params.h"
 #include "worker/dtype_convert.h"
+#include "worker/input_generator.h"
 #include "worker/op_io.h"
 #include "worker/parallel.h"
 #include "worker/reference_ssm.h"
@@ -14,23 +14,8 @@
 namespace scantune {
 namespace {
 
-// splitmix64, counter-based, as worker/input_generator.cc: a seed gives the
-// same inputs on every platform and for any thread count.
-constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ull;
 constexpr size_t kGrain = 1 << 14;
 
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-double UniformAt(uint64_t seed, uint64_t draw) {
-  return (static_cast<double>(Mix(seed + draw * kGolden) >> 11) + 0.5) * 0x1.0p-53;
-}
-double NormalAt(uint64_t seed, uint64_t i) {
-  const double u1 = UniformAt(seed, 2 * i + 1), u2 = UniformAt(seed, 2 * i + 2);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
-}
 
 // n values gen(i) of one stream, rounded to dtype, on all host threads.
 template <typename Gen>
