@@ -62,6 +62,9 @@ std::vector<std::string> NameExpressions(const Variant& variant, Op op, DType dt
 // The header the operator's NVRTC module includes ("linear_scan.cuh").
 const char* MainHeader(Op op);
 
+// One field of a parameter struct, for ParamLayout.
+v1::ParamField ParamFieldOf(const char* name, size_t offset, size_t size, const char* type, const char* meaning);
+
 // The layout of the operator's by-value parameter struct, for GetKernel.
 std::vector<v1::ParamField> ParamLayout(Op op);
 uint32_t ParamSize(Op op);

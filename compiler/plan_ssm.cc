@@ -303,13 +303,7 @@ class SsmPlannerImpl final : public OpPlanner {
   std::vector<v1::ParamField> ParamLayout(Op) const override {
     std::vector<v1::ParamField> fields;
     auto field = [&](const char* name, size_t offset, size_t size, const char* type, const char* meaning) {
-      v1::ParamField f;
-      f.set_name(name);
-      f.set_offset_bytes(static_cast<uint32_t>(offset));
-      f.set_size_bytes(static_cast<uint32_t>(size));
-      f.set_type(type);
-      f.set_meaning(meaning);
-      fields.push_back(std::move(f));
+      fields.push_back(ParamFieldOf(name, offset, size, type, meaning));
     };
 #define SCANTUNE_FIELD(member, type, meaning) \
   field(#member, offsetof(SelectiveScanParams, member), sizeof(SelectiveScanParams::member), type, meaning)

@@ -25,19 +25,13 @@ Problem MakeProblem(Op op, Shape shape, DType dtype, Mode mode, bool h0) {
   return p;
 }
 
-struct Checked {
-  int verified = 0;
-  int pruned = 0;
-  int failed = 0;
-};
-
-void VerifyEveryVariant(Op op) {
+void VerifyOperator(Op op) {
   SCANTUNE_REQUIRE_GPU(gpu);
   const NvrtcCompiler compiler;
   const std::vector<Variant> variants = EnumerateVariants(op, /*include_test_variants=*/false);
   ASSERT_FALSE(variants.empty());
   const std::vector<Shape> shapes = {{1, 1, 1}, {2, 7, 33}, {3, 300, 100}, {2, 1000, 2050}, {1, 4096, 64}};
-  std::map<std::string, Checked> summary;
+  std::map<std::string, testing::VerifyCounts> summary;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     std::vector<CompileRequest> requests;
     for (const Variant& v : variants) {
@@ -61,36 +55,15 @@ void VerifyEveryVariant(Op op) {
     // gradients summed over 8192 tokens.
     problems.push_back(MakeProblem(op, {1, 8192, 256}, dtype, Mode::kFwdBwd, true));
     for (const Problem& problem : problems) {
-      Checked& counts = summary[problem.Key()];
-      Verifier verifier(*gpu->ctx, problem, /*seed=*/1234, {});
-      for (size_t i = 0; i < variants.size(); ++i) {
-        const Variant& variant = variants[i];
-        SCOPED_TRACE(variant.Name() + " on " + problem.Key());
-        if (!CanImplement(variant, problem, gpu->limits).ok()) {
-          ++counts.pruned;
-          continue;
-        }
-        ASSERT_TRUE(compiled[i].ok()) << compiled[i].status().ToString();
-        ASSERT_EQ(compiled[i]->state, v1::OK) << compiled[i]->log;
-        auto candidate = MakeCandidate(variant, problem, gpu->limits, *compiled[i]);
-        ASSERT_TRUE(candidate.ok()) << candidate.status().ToString();
-        auto outcome = verifier.Verify(*candidate);
-        ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
-        ASSERT_FALSE(outcome->context_lost) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
-        ++counts.verified;
-        if (!outcome->ok()) ++counts.failed;
-        EXPECT_EQ(outcome->state, v1::OK) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
-        EXPECT_LE(outcome->rel_err, Tolerance(dtype));
-      }
+      testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()]);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
-  for (const auto& [key, c] : summary) {
-    std::printf("%-40s verified %3d  pruned %3d  failed %3d\n", key.c_str(), c.verified, c.pruned, c.failed);
-  }
+  testing::PrintCounts(summary);
 }
 
-TEST(GatedGpuTest, EveryRgLruVariantIsLegal) { VerifyEveryVariant(Op::kRgLru); }
-TEST(GatedGpuTest, EverySamuVariantIsLegal) { VerifyEveryVariant(Op::kSamu); }
+TEST(GatedGpuTest, EveryRgLruVariantIsLegal) { VerifyOperator(Op::kRgLru); }
+TEST(GatedGpuTest, EverySamuVariantIsLegal) { VerifyOperator(Op::kSamu); }
 
 }  // namespace
 }  // namespace scantune

@@ -1,8 +1,12 @@
 #include "tests/worker/gpu_test_support.h"
 
+#include <cstdio>
 #include <memory>
 
+#include <gtest/gtest.h>
+
 #include "worker/device_info.h"
+#include "worker/verifier.h"
 
 namespace scantune::testing {
 
@@ -26,6 +30,37 @@ StatusOr<TestGpu*> GetTestGpu() {
   failed = init();
   if (!failed.ok()) return failed;
   return gpu.get();
+}
+
+void VerifyEveryVariant(TestGpu& gpu, const Problem& problem, const std::vector<Variant>& variants,
+                        const std::vector<StatusOr<CompileResult>>& compiled, VerifyCounts* counts) {
+  Verifier verifier(*gpu.ctx, problem, /*seed=*/1234, {});
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const Variant& variant = variants[i];
+    SCOPED_TRACE(variant.Name() + " on " + problem.Key());
+    if (!CanImplement(variant, problem, gpu.limits).ok()) {
+      ++counts->pruned;
+      continue;
+    }
+    ASSERT_TRUE(compiled[i].ok()) << compiled[i].status().ToString();
+    ASSERT_EQ(compiled[i]->state, v1::OK) << compiled[i]->log;
+    auto candidate = MakeCandidate(variant, problem, gpu.limits, *compiled[i]);
+    ASSERT_TRUE(candidate.ok()) << candidate.status().ToString();
+    auto outcome = verifier.Verify(*candidate);
+    ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
+    ASSERT_FALSE(outcome->context_lost) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
+    ++counts->verified;
+    if (!outcome->ok()) ++counts->failed;
+    EXPECT_EQ(outcome->state, v1::OK) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
+    EXPECT_LE(outcome->rel_err, Tolerance(problem.dtype));
+    EXPECT_GE(outcome->memory.peak_bytes(), outcome->memory.baseline_bytes());
+  }
+}
+
+void PrintCounts(const std::map<std::string, VerifyCounts>& counts) {
+  for (const auto& [key, c] : counts) {
+    std::printf("%-56s verified %3d  pruned %3d  failed %3d\n", key.c_str(), c.verified, c.pruned, c.failed);
+  }
 }
 
 }  // namespace scantune::testing

@@ -3,7 +3,9 @@
 // Job carries. Not thread-safe; tests run on one thread.
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "common/problem.h"
 #include "common/status.h"
@@ -25,6 +27,24 @@ struct TestGpu {
 
 // The device 0 of this machine, or why there is none.
 StatusOr<TestGpu*> GetTestGpu();
+
+// What VerifyEveryVariant did on one problem.
+struct VerifyCounts {
+  int verified = 0;
+  int pruned = 0;  // CanImplement said no: never compiled for it, never run
+  int failed = 0;
+};
+
+// Verifies every variant (compiled[i] is variants[i]'s module) on `problem`
+// with one Verifier (the job's inputs and reference made once), recording
+// gtest failures for a variant that is not OK, is over the dtype's tolerance
+// or reports a peak below its baseline. Stops at the first fatal problem
+// (a compile that failed, a lost context).
+void VerifyEveryVariant(TestGpu& gpu, const Problem& problem, const std::vector<Variant>& variants,
+                        const std::vector<StatusOr<CompileResult>>& compiled, VerifyCounts* counts);
+
+// One line per problem key: verified, pruned, failed.
+void PrintCounts(const std::map<std::string, VerifyCounts>& counts);
 
 }  // namespace scantune::testing
 

@@ -17,12 +17,6 @@
 namespace scantune {
 namespace {
 
-struct Checked {
-  int verified = 0;
-  int pruned = 0;
-  int failed = 0;
-};
-
 struct Config {
   DType dtype;
   int n;
@@ -40,7 +34,7 @@ TEST(SsmGpuTest, EveryVariantIsLegal) {
       {DType::kF32, 64, true},  {DType::kBF16, 64, false}, {DType::kF16, 16, true},
   };
   const std::vector<Shape> shapes = {{1, 1, 1}, {2, 7, 33}, {3, 300, 100}, {2, 1000, 70}, {1, 2100, 64}};
-  std::map<std::string, Checked> summary;
+  std::map<std::string, testing::VerifyCounts> summary;
   for (const Config& config : configs) {
     SsmOptions ssm;
     ssm.state = config.n;
@@ -64,32 +58,11 @@ TEST(SsmGpuTest, EveryVariantIsLegal) {
     problems.push_back({Op::kSelectiveScan, {2, 7, 33}, config.dtype, Mode::kBwd, true, ssm});
     problems.push_back({Op::kSelectiveScan, {3, 300, 100}, config.dtype, Mode::kFwd, false, ssm});
     for (const Problem& problem : problems) {
-      Checked& counts = summary[problem.Key()];
-      Verifier verifier(*gpu->ctx, problem, /*seed=*/1234, {});
-      for (size_t i = 0; i < variants.size(); ++i) {
-        const Variant& variant = variants[i];
-        SCOPED_TRACE(variant.Name() + " on " + problem.Key());
-        if (!CanImplement(variant, problem, gpu->limits).ok()) {
-          ++counts.pruned;
-          continue;
-        }
-        ASSERT_TRUE(compiled[i].ok()) << compiled[i].status().ToString();
-        ASSERT_EQ(compiled[i]->state, v1::OK) << compiled[i]->log;
-        auto candidate = MakeCandidate(variant, problem, gpu->limits, *compiled[i]);
-        ASSERT_TRUE(candidate.ok()) << candidate.status().ToString();
-        auto outcome = verifier.Verify(*candidate);
-        ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
-        ASSERT_FALSE(outcome->context_lost) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
-        ++counts.verified;
-        if (!outcome->ok()) ++counts.failed;
-        EXPECT_EQ(outcome->state, v1::OK) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
-        EXPECT_LE(outcome->rel_err, Tolerance(config.dtype));
-      }
+      testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()]);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
-  for (const auto& [key, c] : summary) {
-    std::printf("%-56s verified %3d  pruned %3d  failed %3d\n", key.c_str(), c.verified, c.pruned, c.failed);
-  }
+  testing::PrintCounts(summary);
 }
 
 }  // namespace

@@ -13,19 +13,13 @@
 namespace scantune {
 namespace {
 
-struct Checked {
-  int verified = 0;
-  int pruned = 0;
-  int failed = 0;
-};
-
 TEST(VerifierGpuTest, EveryVariantIsLegal) {
   SCANTUNE_REQUIRE_GPU(gpu);
   const NvrtcCompiler compiler;
   const std::vector<Variant> variants = EnumerateVariants(Op::kLinearScan, /*include_test_variants=*/false);
   ASSERT_FALSE(variants.empty());
   const std::vector<Shape> shapes = {{1, 1, 1}, {2, 7, 33}, {3, 1000, 100}, {2, 1000, 2050}, {1, 4096, 64}};
-  std::map<std::string, Checked> summary;
+  std::map<std::string, testing::VerifyCounts> summary;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     std::vector<CompileRequest> requests;
     for (const Variant& v : variants) requests.push_back({v, Op::kLinearScan, dtype, {}, gpu->limits.cc_major, gpu->limits.cc_minor});
@@ -38,33 +32,11 @@ TEST(VerifierGpuTest, EveryVariantIsLegal) {
     problems.push_back({Op::kLinearScan, {2, 7, 33}, dtype, Mode::kBwd, true});
     problems.push_back({Op::kLinearScan, {3, 1000, 100}, dtype, Mode::kBwd, false});
     for (const Problem& problem : problems) {
-      Checked& counts = summary[problem.Key()];
-      Verifier verifier(*gpu->ctx, problem, /*seed=*/1234, {});
-      for (size_t i = 0; i < variants.size(); ++i) {
-        const Variant& variant = variants[i];
-        SCOPED_TRACE(variant.Name() + " on " + problem.Key());
-        if (!CanImplement(variant, problem, gpu->limits).ok()) {
-          ++counts.pruned;
-          continue;
-        }
-        ASSERT_TRUE(compiled[i].ok()) << compiled[i].status().ToString();
-        ASSERT_EQ(compiled[i]->state, v1::OK) << compiled[i]->log;
-        auto candidate = MakeCandidate(variant, problem, gpu->limits, *compiled[i]);
-        ASSERT_TRUE(candidate.ok()) << candidate.status().ToString();
-        auto outcome = verifier.Verify(*candidate);
-        ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();
-        ASSERT_FALSE(outcome->context_lost) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
-        ++counts.verified;
-        if (!outcome->ok()) ++counts.failed;
-        EXPECT_EQ(outcome->state, v1::OK) << v1::ResultState_Name(outcome->state) << ": " << outcome->detail;
-        EXPECT_LE(outcome->rel_err, Tolerance(dtype));
-        EXPECT_GE(outcome->memory.peak_bytes(), outcome->memory.baseline_bytes());
-      }
+      testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()]);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
-  for (const auto& [key, c] : summary) {
-    std::printf("%-40s verified %3d  pruned %3d  failed %3d\n", key.c_str(), c.verified, c.pruned, c.failed);
-  }
+  testing::PrintCounts(summary);
 }
 
 }  // namespace
