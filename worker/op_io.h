@@ -23,8 +23,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/problem.h"
@@ -81,6 +83,30 @@ const OpIo& OpIoFor(Op op);
 // The index of the tensor called `name`, or tensors.size() when the problem
 // does not use it (h0 without has_h0).
 size_t TensorIndex(const std::vector<TensorSpec>& tensors, std::string_view name);
+
+// For Params implementations: the device pointer of each named tensor (null
+// where the problem has none), and the filled struct as bytes.
+class PointerMap {
+ public:
+  PointerMap(std::vector<TensorSpec> tensors, const std::vector<CUdeviceptr>& pointers)
+      : tensors_(std::move(tensors)), pointers_(pointers) {}
+  void* operator()(std::string_view name) const {
+    const size_t i = TensorIndex(tensors_, name);
+    return i < pointers_.size() ? reinterpret_cast<void*>(pointers_[i]) : nullptr;
+  }
+  float* Float(std::string_view name) const { return static_cast<float*>((*this)(name)); }
+
+ private:
+  std::vector<TensorSpec> tensors_;
+  const std::vector<CUdeviceptr>& pointers_;
+};
+
+template <typename Params>
+std::vector<uint8_t> AsBytes(const Params& params) {
+  std::vector<uint8_t> bytes(sizeof params);
+  std::memcpy(bytes.data(), &params, sizeof params);
+  return bytes;
+}
 
 // The implementations (one file each): worker/op_io_linear_scan.cc,
 // worker/op_io_gated.cc (rglru, samu), worker/op_io_ssm.cc (selective_scan).

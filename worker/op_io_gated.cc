@@ -13,7 +13,6 @@
 // dtype, which is what the bwd reads in bwd-only mode (and, up to the
 // kernel's own rounding, in fwd_bwd).
 #include <cmath>
-#include <cstring>
 
 #include "kernels_src/rglru_params.h"
 #include "kernels_src/samu_params.h"
@@ -84,31 +83,11 @@ Dims DimsOf(const Problem& p) {
           static_cast<uint64_t>(s.width), {s.batch, s.length, s.width}, {s.batch, s.width}, {s.width}};
 }
 
-// Device pointer of the named tensor (null where the problem has none).
-class PointerMap {
- public:
-  PointerMap(std::vector<TensorSpec> tensors, const std::vector<CUdeviceptr>& ptrs)
-      : tensors_(std::move(tensors)), ptrs_(ptrs) {}
-  void* operator()(const char* name) const {
-    const size_t i = TensorIndex(tensors_, name);
-    return i < ptrs_.size() ? reinterpret_cast<void*>(ptrs_[i]) : nullptr;
-  }
-
- private:
-  std::vector<TensorSpec> tensors_;
-  const std::vector<CUdeviceptr>& ptrs_;
-};
 
 std::vector<double> Decode(const OpCase& c, size_t i) {
   return DecodeFrom(c.tensors[i].dtype, c.bytes[i].data(), c.tensors[i].elements);
 }
 
-template <typename Params>
-std::vector<uint8_t> AsBytes(const Params& params) {
-  std::vector<uint8_t> bytes(sizeof params);
-  std::memcpy(bytes.data(), &params, sizeof params);
-  return bytes;
-}
 
 // ---- rglru ---------------------------------------------------------------------
 

@@ -1,6 +1,4 @@
 // linear_scan's tensors, inputs, references and parameter struct.
-#include <cstring>
-
 #include "kernels_src/linear_scan_params.h"
 #include "worker/dtype_convert.h"
 #include "worker/input_generator.h"
@@ -66,28 +64,22 @@ class LinearScanOpIo final : public OpIo {
 
   std::vector<uint8_t> Params(const Problem& p, const std::vector<CUdeviceptr>& ptrs,
                               CUdeviceptr workspace) const override {
-    const std::vector<TensorSpec> t = Tensors(p);
-    auto ptr = [&](const char* name) -> void* {
-      const size_t i = TensorIndex(t, name);
-      return i < ptrs.size() ? reinterpret_cast<void*>(ptrs[i]) : nullptr;
-    };
+    const PointerMap ptr(Tensors(p), ptrs);
     LinearScanParams params{};
     params.a = ptr("a");
     params.x = ptr("x");
     params.h = ptr("h");
-    params.h0 = static_cast<const float*>(ptr("h0"));
-    params.h_final = static_cast<float*>(ptr("h_final"));
+    params.h0 = ptr.Float("h0");
+    params.h_final = ptr.Float("h_final");
     params.dh = ptr("dh");
     params.da = ptr("da");
     params.dx = ptr("dx");
-    params.dh0 = static_cast<float*>(ptr("dh0"));
+    params.dh0 = ptr.Float("dh0");
     params.workspace = reinterpret_cast<void*>(workspace);
     params.batch = p.shape.batch;
     params.length = p.shape.length;
     params.width = p.shape.width;
-    std::vector<uint8_t> bytes(sizeof params);
-    std::memcpy(bytes.data(), &params, sizeof params);
-    return bytes;
+    return AsBytes(params);
   }
 };
 

@@ -2,7 +2,6 @@
 // kSaved tensor: the backward recomputes the states from the inputs (per-chunk
 // checkpoints in the plan's workspace), so bwd-only mode needs nothing extra.
 #include <cmath>
-#include <cstring>
 
 #include "kernels_src/selective_scan_params.h"
 #include "worker/dtype_convert.h"
@@ -155,12 +154,8 @@ class SelectiveScanOpIo final : public OpIo {
 
   std::vector<uint8_t> Params(const Problem& p, const std::vector<CUdeviceptr>& ptrs,
                               CUdeviceptr workspace) const override {
-    const std::vector<TensorSpec> t = Tensors(p);
-    auto ptr = [&](const char* name) -> void* {
-      const size_t i = TensorIndex(t, name);
-      return i < ptrs.size() ? reinterpret_cast<void*>(ptrs[i]) : nullptr;
-    };
-    auto fptr = [&](const char* name) { return static_cast<float*>(ptr(name)); };
+    const PointerMap ptr(Tensors(p), ptrs);
+    auto fptr = [&](const char* name) { return ptr.Float(name); };
     SelectiveScanParams params{};
     params.u = ptr("u");
     params.delta = ptr("delta");
@@ -188,9 +183,7 @@ class SelectiveScanOpIo final : public OpIo {
     params.length = p.shape.length;
     params.dim = p.shape.width;
     params.state = p.ssm.state;
-    std::vector<uint8_t> bytes(sizeof params);
-    std::memcpy(bytes.data(), &params, sizeof params);
-    return bytes;
+    return AsBytes(params);
   }
 };
 
