@@ -4,11 +4,14 @@
 #include <sstream>
 
 #include "bench/common/bench_files.h"
+#include "bench/common/bench_flags.h"
 #include "client/arg_parser.h"
 #include "common/problem.h"
 
 namespace scantune::mixer {
 namespace {
+
+using bench::IntFlag;
 
 ArgParser MakeParser() {
   ArgParser p;
@@ -29,19 +32,6 @@ ArgParser MakeParser() {
   p.AddBool("dry-run", "no GPU and no daemon: synthetic timings through the same JSON writer and table");
   p.AddBool("help", "this text");
   return p;
-}
-
-StatusOr<int64_t> IntFlag(const ArgParser& p, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  auto v = p.Get(name);
-  if (!v) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long long parsed = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || errno != 0 || parsed < lo || parsed > hi) {
-    return InvalidArgument("--" + std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "], got '" + *v + "'");
-  }
-  return static_cast<int64_t>(parsed);
 }
 
 }  // namespace

@@ -1,14 +1,17 @@
 #include "bench/ssm/options.h"
 
 #include <cerrno>
-#include <cstdlib>
 #include <sstream>
 
 #include "bench/common/bench_files.h"
+#include "bench/common/bench_flags.h"
 #include "client/arg_parser.h"
 
 namespace scantune::ssmbench {
 namespace {
+
+using bench::DoubleFlag;
+using bench::IntFlag;
 
 ArgParser MakeParser() {
   ArgParser p;
@@ -41,31 +44,6 @@ ArgParser MakeParser() {
   p.AddFlag("shape", "BxLxD", "internal (--child): the problem's shape");
   p.AddFlag("mode", "MODE", "internal (--child): fwd or fwd_bwd");
   return p;
-}
-
-StatusOr<int64_t> IntFlag(const ArgParser& p, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  auto v = p.Get(name);
-  if (!v) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long long parsed = std::strtoll(v->c_str(), &end, 10);
-  if (v->empty() || *end != '\0' || errno != 0 || parsed < lo || parsed > hi) {
-    return InvalidArgument("--" + std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "], got '" + *v + "'");
-  }
-  return static_cast<int64_t>(parsed);
-}
-
-StatusOr<double> DoubleFlag(const ArgParser& p, const char* name, double fallback, double lo, double hi) {
-  auto v = p.Get(name);
-  if (!v) return fallback;
-  char* end = nullptr;
-  const double parsed = std::strtod(v->c_str(), &end);
-  if (v->empty() || *end != '\0' || !(parsed > lo) || parsed > hi) {
-    return InvalidArgument("--" + std::string(name) + " must be a number in (" + std::to_string(lo) + ", " +
-                           std::to_string(hi) + "], got '" + *v + "'");
-  }
-  return parsed;
 }
 
 }  // namespace
