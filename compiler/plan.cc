@@ -223,24 +223,14 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
   for (int vec : kVecs) {
     for (int threads : kSequentialThreads) {
       for (int prefetch : kPrefetches) {
-        Variant v;
-        v.algorithm = Algorithm::kSequential;
-        v.vec = vec;
-        v.threads = threads;
-        v.prefetch = prefetch;
-        variants.push_back(v);
+        variants.push_back({.algorithm = Algorithm::kSequential, .vec = vec, .threads = threads, .prefetch = prefetch});
       }
     }
   }
   for (int vec : kVecs) {
     for (int threads : kChunkedThreads) {
       for (int chunk : kChunks) {
-        Variant v;
-        v.algorithm = Algorithm::kChunked;
-        v.vec = vec;
-        v.threads = threads;
-        v.chunk = chunk;
-        variants.push_back(v);
+        variants.push_back({.algorithm = Algorithm::kChunked, .vec = vec, .threads = threads, .chunk = chunk});
       }
     }
   }
@@ -251,42 +241,22 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
         if (threads % lanes != 0) continue;
         const int segments = threads / lanes;
         if (segments > kMaxSmemSegments || tile % segments != 0 || tile / segments < kMinSmemSteps) continue;
-        Variant v;
-        v.algorithm = Algorithm::kLookbackSmem;
-        v.vec = vec;
-        v.threads = threads;
-        v.strip = strip;
-        v.tile = tile;
-        variants.push_back(v);
+        variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = vec, .threads = threads, .strip = strip,
+                            .tile = tile});
       }
     }
   }
   for (const PipeKnobs& k : kPipeVariants) {
-    Variant v;
-    v.algorithm = Algorithm::kLookbackPipe;
-    v.vec = kPipeVec;
-    v.threads = k.threads;
-    v.strip = k.strip;
-    v.tile = k.tile;
-    v.blocks_per_sm = k.blocks_per_sm;
-    variants.push_back(v);
+    variants.push_back({.algorithm = Algorithm::kLookbackPipe, .vec = kPipeVec, .threads = k.threads, .strip = k.strip,
+                        .tile = k.tile, .blocks_per_sm = k.blocks_per_sm});
   }
   for (const LookbackKnobs& k : kLookbackKept) {
-    Variant v;
-    v.algorithm = Algorithm::kLookback;
-    v.vec = k.vec;
-    v.threads = k.threads;
-    v.segments = k.segments;
-    v.items = k.items;
-    variants.push_back(v);
+    variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads, .segments = k.segments,
+                        .items = k.items});
   }
   if (include_test_variants) {
-    Variant fault;
-    fault.algorithm = Algorithm::kTestFault;
-    variants.push_back(fault);
-    Variant hang;
-    hang.algorithm = Algorithm::kTestHang;
-    variants.push_back(hang);
+    variants.push_back({.algorithm = Algorithm::kTestFault});
+    variants.push_back({.algorithm = Algorithm::kTestHang});
   }
   return variants;
 }
@@ -389,8 +359,12 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       }
       return CheckGrid(g.blocks, family);
     }
+    case Algorithm::kFused:
+    case Algorithm::kFusedSeg:
+    case Algorithm::kTimeScan:
+      break;  // selective_scan's families
   }
-  return InvalidArgument("unknown algorithm");
+  return InvalidArgument(std::string("algorithm ") + AlgorithmName(v.algorithm) + " has no linear_scan kernels");
 }
 
 std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, const SsmOptions& ssm) {
@@ -422,6 +396,10 @@ std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, c
       return {Instance("linear_scan_fwd_test_fault", dtype, {}), Instance("linear_scan_bwd_test_fault", dtype, {})};
     case Algorithm::kTestHang:
       return {Instance("linear_scan_fwd_test_hang", dtype, {}), Instance("linear_scan_bwd_test_hang", dtype, {})};
+    case Algorithm::kFused:
+    case Algorithm::kFusedSeg:
+    case Algorithm::kTimeScan:
+      break;  // selective_scan's families: no linear_scan instances
   }
   return {};
 }
@@ -500,6 +478,10 @@ StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const De
       if (fwd) add(0, "fwd", 1, 32);
       if (bwd) add(1, "bwd", 1, 32);
       break;
+    case Algorithm::kFused:
+    case Algorithm::kFusedSeg:
+    case Algorithm::kTimeScan:
+      break;  // refused by CanImplement above
   }
   return plan;
 }

@@ -140,30 +140,16 @@ class GatedPlannerImpl final : public OpPlanner {
   std::vector<Variant> EnumerateVariants(Op) const override {
     std::vector<Variant> variants;
     for (const SeqKnobs& k : kSequential) {
-      Variant v;
-      v.algorithm = Algorithm::kSequential;
-      v.vec = k.vec;
-      v.threads = k.threads;
-      v.prefetch = k.prefetch;
-      variants.push_back(v);
+      variants.push_back({.algorithm = Algorithm::kSequential, .vec = k.vec, .threads = k.threads,
+                          .prefetch = k.prefetch});
     }
     for (const LookbackKnobs& k : kLookback) {
-      Variant v;
-      v.algorithm = Algorithm::kLookbackSmem;
-      v.vec = k.vec;
-      v.threads = k.threads;
-      v.strip = k.strip;
-      v.tile = k.tile;
-      variants.push_back(v);
+      variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = k.vec, .threads = k.threads, .strip = k.strip,
+                          .tile = k.tile});
     }
     for (const HeldKnobs& k : kHeld) {
-      Variant v;
-      v.algorithm = Algorithm::kLookback;
-      v.vec = k.vec;
-      v.threads = k.threads;
-      v.segments = k.segments;
-      v.items = k.items;
-      variants.push_back(v);
+      variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads, .segments = k.segments,
+                          .items = k.items});
     }
     return variants;
   }

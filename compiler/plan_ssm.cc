@@ -115,37 +115,18 @@ class SsmPlannerImpl final : public OpPlanner {
   std::vector<Variant> EnumerateVariants(Op) const override {
     std::vector<Variant> variants;
     for (int threads : kSequentialThreads) {
-      Variant v;
-      v.algorithm = Algorithm::kSequential;
-      v.vec = 1;
-      v.threads = threads;
-      v.prefetch = 1;
-      variants.push_back(v);
+      variants.push_back({.algorithm = Algorithm::kSequential, .vec = 1, .threads = threads, .prefetch = 1});
     }
     for (int segment : kChunkedSegments) {
-      Variant v;
-      v.algorithm = Algorithm::kChunked;
-      v.vec = 1;
-      v.threads = kChunkedThreads;
-      v.chunk = segment;
-      variants.push_back(v);
+      variants.push_back({.algorithm = Algorithm::kChunked, .vec = 1, .threads = kChunkedThreads, .chunk = segment});
     }
     for (const FusedKnobs& k : kFusedVariants) {
-      Variant v;
-      v.algorithm = k.segment ? Algorithm::kFusedSeg : Algorithm::kFused;
-      v.dim_block = k.dim_block;
-      v.state_split = k.state_split;
-      v.chunk = k.chunk;
-      v.segment = k.segment;
-      variants.push_back(v);
+      variants.push_back({.algorithm = k.segment ? Algorithm::kFusedSeg : Algorithm::kFused, .chunk = k.chunk,
+                          .dim_block = k.dim_block, .state_split = k.state_split, .segment = k.segment});
     }
     for (const TscanKnobs& k : kTscanVariants) {
-      Variant v;
-      v.algorithm = Algorithm::kTimeScan;
-      v.dim_block = k.dim_block;
-      v.segments = k.warps;
-      v.items = k.items;
-      variants.push_back(v);
+      variants.push_back({.algorithm = Algorithm::kTimeScan, .segments = k.warps, .items = k.items,
+                          .dim_block = k.dim_block});
     }
     return variants;
   }
