@@ -16,7 +16,6 @@ namespace {
 using namespace scantune;
 using namespace scantune::mixer;
 
-
 int Main(const std::vector<std::string>& args) {
   InitLogging();
   auto log = Logger("client");

@@ -18,7 +18,6 @@ namespace {
 using namespace scantune;
 using namespace scantune::ssmbench;
 
-
 int Main(const std::vector<std::string>& args) {
   InitLogging();
   auto log = Logger("client");
