@@ -19,9 +19,11 @@ std::vector<std::string_view> Split(std::string_view text, char sep) {
 }
 
 // One knob as it appears in a name: a letter and a positive integer ("v4").
+// An optional knob (the last one only) is left out of the name at its default 0.
 struct KnobSpec {
   char letter;
   int Variant::*field;
+  bool optional = false;
 };
 
 std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
@@ -46,7 +48,8 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
       return {{'d', &Variant::dim_block}, {'s', &Variant::state_split}, {'c', &Variant::chunk},
               {'g', &Variant::segment}};
     case Algorithm::kTimeScan:
-      return {{'d', &Variant::dim_block}, {'w', &Variant::segments}, {'i', &Variant::items}};
+      return {{'d', &Variant::dim_block}, {'w', &Variant::segments}, {'i', &Variant::items},
+              {'s', &Variant::state_split, true}};
     case Algorithm::kTestFault:
     case Algorithm::kTestHang:
       return {};
@@ -75,6 +78,7 @@ const char* AlgorithmName(Algorithm algorithm) {
 std::string Variant::Name() const {
   std::string name = AlgorithmName(algorithm);
   for (const KnobSpec& knob : KnobsOf(algorithm)) {
+    if (knob.optional && this->*knob.field == 0) continue;
     name += '_';
     name += knob.letter;
     name += std::to_string(this->*knob.field);
@@ -118,10 +122,11 @@ StatusOr<Variant> Variant::Parse(std::string_view name) {
                "' (sequential, chunked, lookback, lookbacksmem, lookbackpipe, fused, fusedseg, tscan)");
   }
   const std::vector<KnobSpec> knobs = KnobsOf(v.algorithm);
-  if (parts.size() != knobs.size() + 1) {
+  const bool last_optional = !knobs.empty() && knobs.back().optional;
+  if (parts.size() != knobs.size() + 1 && !(last_optional && parts.size() == knobs.size())) {
     return bad("expected " + std::to_string(knobs.size()) + " knobs after the algorithm");
   }
-  for (size_t i = 0; i < knobs.size(); ++i) {
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
     std::string_view part = parts[i + 1];
     if (part.size() < 2 || part[0] != knobs[i].letter) {
       return bad(std::string("knob ") + std::to_string(i + 1) + " must start with '" + knobs[i].letter + "'");

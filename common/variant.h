@@ -41,7 +41,8 @@ struct Variant {
   int state_split = 0;  // kFused, kFusedSeg: lanes per channel (each holds state / state_split states)
   int segment = 0;      // kFusedSeg: timesteps per time segment
                         // kTimeScan: dim_block (channels per block), segments (warps along time per channel),
-                        // items (timesteps per lane)
+                        // items (timesteps per lane), state_split (warps per channel along states; 0: one,
+                        // and no "_s" in the name)
 
   std::string Name() const;
   static StatusOr<Variant> Parse(std::string_view name);
