@@ -5,9 +5,10 @@
 //   chunked_v1_t{T}_c{G}     one thread per channel, time segments of G steps
 //   fused_d{D}_s{S}_c{C}     D channels x S lanes per channel per block, whole sequence
 //   fusedseg_d{D}_s{S}_c{C}_g{G}  fused with time segments of G steps
-//   tscan_d{D}_w{W}_i{I}     lanes along time: D channels x W warps per channel per
-//                            block, I steps per lane; one pass, loop over states
-//                            (templates <T, N, D, W, I, bias, softplus, gate>)
+//   tscan_d{D}_w{W}_i{I}[_s{S}]  lanes along time: D channels x S state groups x W
+//                            warps per channel per block, I steps per lane; one
+//                            pass, loop over the group's N / S states (templates
+//                            <T, N, D, W, I, S, bias, softplus, gate>; no _s: S = 1)
 // The grid and workspace formulas here mirror the kernels' index math
 // (SsmWorkspaceLayout is shared with them). Pure functions; no CUDA.
 #include <algorithm>
@@ -36,12 +37,20 @@ constexpr FusedKnobs kFusedVariants[] = {
     {32, 4, 8, 0},  {64, 4, 8, 0},    {32, 8, 8, 0},    {16, 8, 8, 0},    {16, 16, 16, 0},
     {32, 4, 8, 256}, {32, 4, 8, 1024}, {32, 8, 8, 512}, {64, 4, 8, 512}, {16, 16, 16, 256}};
 
-// tscan (dim_block, warps along time, items per lane). No spills at N 8..64
-// (ptxas -v, sm_90): see bench/NOTES.md "selective_scan v2".
+// tscan (dim_block, warps along time, items per lane, state groups; 0: one).
+// No spills at N 8..64 (ptxas -v, sm_90): see bench/NOTES.md "selective_scan
+// v2" and "v3". The state groups put 2-4x the warps on the same channels, for
+// B * D too small to fill the GPU (D = 256, B = 4: 1024 channels).
 struct TscanKnobs {
-  int dim_block, warps, items;
+  int dim_block, warps, items, groups;
 };
-constexpr TscanKnobs kTscanVariants[] = {{8, 1, 4}, {8, 1, 8}, {8, 2, 4}, {16, 1, 4}, {4, 4, 2}};
+constexpr TscanKnobs kTscanVariants[] = {{8, 1, 4, 0},  {8, 1, 8, 0},  {8, 2, 4, 0},  {16, 1, 4, 0},
+                                         {4, 4, 2, 0},  {4, 1, 8, 2},  {8, 1, 8, 2},  {4, 1, 4, 2},
+                                         {8, 1, 4, 2},  {4, 1, 4, 4},  {8, 1, 4, 4}};
+
+// tscan's state groups: the knob's 0 is one group.
+int TscanGroups(const Variant& v) { return v.state_split == 0 ? 1 : v.state_split; }
+int TscanThreads(const Variant& v) { return v.dim_block * TscanGroups(v) * v.segments * 32; }
 
 // Estimated fp32 registers a backward thread keeps live (recomputed states
 // and transitions, per-step partials, the current and next tile's inputs).
@@ -126,7 +135,7 @@ class SsmPlannerImpl final : public OpPlanner {
     }
     for (const TscanKnobs& k : kTscanVariants) {
       variants.push_back({.algorithm = Algorithm::kTimeScan, .segments = k.warps, .items = k.items,
-                          .dim_block = k.dim_block});
+                          .dim_block = k.dim_block, .state_split = k.groups});
     }
     return variants;
   }
@@ -255,8 +264,8 @@ class SsmPlannerImpl final : public OpPlanner {
       auto b = [](bool flag) { return flag ? std::string("true") : std::string("false"); };
       const std::string args = std::string(TypeName(dtype)) + ", " + std::to_string(n) + ", " +
                                std::to_string(v.dim_block) + ", " + std::to_string(v.segments) + ", " +
-                               std::to_string(v.items) + ", " + b(ssm.delta_bias) + ", " + b(ssm.delta_softplus) +
-                               ", " + b(ssm.z_gate);
+                               std::to_string(v.items) + ", " + std::to_string(TscanGroups(v)) + ", " +
+                               b(ssm.delta_bias) + ", " + b(ssm.delta_softplus) + ", " + b(ssm.z_gate);
       // fwd (y), fwd (y + checkpoints), checkpoints only, bwd, bwd_finalize
       return {Instance("selective_scan_tscan_fwd", args + ", 1"), Instance("selective_scan_tscan_fwd", args + ", 3"),
               Instance("selective_scan_tscan_fwd", args + ", 2"), Instance("selective_scan_tscan_bwd", args),
@@ -339,19 +348,39 @@ class SsmPlannerImpl final : public OpPlanner {
     if (v.items < 1 || v.items > 16) {
       return InvalidArgument("items " + std::to_string(v.items) + " not in [1, 16]");
     }
-    const int threads = v.dim_block * v.segments * 32;
+    const int groups = TscanGroups(v);
+    if (groups != 1 && groups != 2 && groups != 4) {
+      return InvalidArgument("state groups " + std::to_string(groups) + " not in {1, 2, 4}");
+    }
+    if (groups > 1 && v.segments != 1) {
+      return InvalidArgument("state groups need one warp along time (w1), not " + std::to_string(v.segments));
+    }
+    if (n / groups < 2) {
+      return InvalidArgument("state groups " + std::to_string(groups) + " leave fewer than 2 of N = " +
+                             std::to_string(n) + " states per group");
+    }
+    const int threads = TscanThreads(v);
     if (threads > device.max_threads_per_block) {
       return ResourceExhausted(std::to_string(threads) + " threads per block exceed the device's " +
                                std::to_string(device.max_threads_per_block));
     }
-    if (threads % n != 0) {
-      return InvalidArgument("threads per block " + std::to_string(threads) + " must be a multiple of N");
+    if (threads % n != 0 || (int64_t{32} * v.segments * v.items * n) % threads != 0) {
+      return InvalidArgument("threads per block " + std::to_string(threads) + " must be a multiple of N and divide N x chunk");
     }
     // Live fp32 values per thread (the kernels' arrays of K items): above ~255 registers ptxas spills.
     const int live_fwd = 24 + 10 * v.items, live_bwd = 32 + 24 * v.items;
     const int live = std::max(HasFwd(problem.mode) ? live_fwd : 0, HasBwd(problem.mode) ? live_bwd : 0);
     if (live > 255) {
       return ResourceExhausted("about " + std::to_string(live) + " live fp32 values per thread: would spill");
+    }
+    // Registers per thread a block of `threads` may hold (64 K per SM): the kernels' real needs
+    // (ptxas -v, bench/NOTES.md) are ~64 (fwd, I = 4), ~128 (fwd I = 8; bwd I = 4), ~200 (bwd I = 8).
+    const int reg_cap = std::min(255, 65536 / threads);
+    const int need_fwd = v.items >= 8 ? 128 : 64, need_bwd = v.items >= 8 ? 200 : 120;
+    if ((HasFwd(problem.mode) && need_fwd > reg_cap) || (HasBwd(problem.mode) && need_bwd > reg_cap)) {
+      return ResourceExhausted(std::to_string(threads) + " threads per block leave " + std::to_string(reg_cap) +
+                               " registers per thread: the " + (HasBwd(problem.mode) && need_bwd > reg_cap ? "backward" : "forward") +
+                               " would spill");
     }
     if (HasBwd(problem.mode) && n == 64 && v.segments * v.items >= 8 && threads >= 512) {
       // 512 threads hold at most 128 registers; ptxas -v spills (bf16, N = 64) here.
@@ -372,8 +401,10 @@ class SsmPlannerImpl final : public OpPlanner {
   // Bytes of dynamic shared memory: the larger of the forward's and (bwd) the backward's.
   static int64_t TscanShared(const Variant& v, const Problem& problem, bool bwd) {
     const bool gate = problem.ssm.z_gate;
-    const int64_t fwd = SsmTscanSmemLayout(problem.ssm.state, v.dim_block, v.segments, v.items, gate, false).total;
-    const int64_t back = bwd ? SsmTscanSmemLayout(problem.ssm.state, v.dim_block, v.segments, v.items, gate, true).total : 0;
+    const int g = TscanGroups(v);
+    const int64_t fwd = SsmTscanSmemLayout(problem.ssm.state, v.dim_block, v.segments, v.items, g, gate, false).total;
+    const int64_t back =
+        bwd ? SsmTscanSmemLayout(problem.ssm.state, v.dim_block, v.segments, v.items, g, gate, true).total : 0;
     return std::max(fwd, back) * static_cast<int64_t>(sizeof(float));
   }
 
@@ -384,11 +415,12 @@ class SsmPlannerImpl final : public OpPlanner {
     const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, problem.ssm);
     const std::array<uint32_t, 3> grid = {static_cast<uint32_t>(CeilDiv(s.width, v.dim_block)), 1u,
                                           static_cast<uint32_t>(s.batch)};
-    const uint32_t threads = static_cast<uint32_t>(v.dim_block * v.segments * 32);
+    const uint32_t threads = static_cast<uint32_t>(TscanThreads(v));
+    const int g = TscanGroups(v);
     const uint32_t fwd_shared = static_cast<uint32_t>(
-        SsmTscanSmemLayout(n, v.dim_block, v.segments, v.items, gate, false).total * sizeof(float));
+        SsmTscanSmemLayout(n, v.dim_block, v.segments, v.items, g, gate, false).total * sizeof(float));
     const uint32_t bwd_shared = static_cast<uint32_t>(
-        SsmTscanSmemLayout(n, v.dim_block, v.segments, v.items, gate, true).total * sizeof(float));
+        SsmTscanSmemLayout(n, v.dim_block, v.segments, v.items, g, gate, true).total * sizeof(float));
     const int64_t finalize_elements = std::max<int64_t>(s.batch * s.length * n, s.width * n);
     const uint32_t finalize_blocks =
         static_cast<uint32_t>(std::min<int64_t>(CeilDiv(finalize_elements, kFinalizeThreads), 8 * device.sm_count));

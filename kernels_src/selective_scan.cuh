@@ -583,41 +583,78 @@ __global__ void __launch_bounds__(256) selective_scan_bwd_finalize(SelectiveScan
 
 // ---------------------------------------------------------------------------
 // tscan: lanes along time, the loop over states outside (Mamba's own layout
-// of the work, here token-major). A block holds DB channels x TW warps per
-// channel; lane tpos = tw * 32 + lane of a channel holds the K consecutive
-// timesteps tpos * K .. tpos * K + K - 1 of a chunk of TC = 32 * TW * K steps.
-// Per chunk the block stages delta, u (, z, dy) [DB][TC] and Bm, Cm [N][TC]
-// in shared memory (coalesced: each timestep's DB channels are contiguous),
-// at slot k * (32 TW) + tpos so that a warp reads consecutive slots. Per
-// state n: each lane composes its K affine steps (P, H), a warp scan (and,
-// TW > 1, a scan over the channel's warps in shared memory) gives every lane
-// its entering state from the chunk's carry, and a second sweep over the K
-// registers forms h and y. One exp per (t, d, n), reused by both sweeps.
+// of the work, here token-major). A block holds DB channels x SW state
+// groups x TW warps per channel and group; lane tpos = tw * 32 + lane of a
+// (channel, group) holds the K consecutive timesteps tpos * K .. tpos * K +
+// K - 1 of a chunk of TC = 32 * TW * K steps, and loops over the group's N /
+// SW states (SW > 1: more warps in flight for the same channels, where B * D
+// is small; the groups' partial y, du, ddelta meet in shared memory once per
+// chunk). Per chunk the block stages delta, u (, z, dy) [DB][TC] and Bm, Cm
+// [N][TC] in shared memory (coalesced: each timestep's DB channels are
+// contiguous), at slot k * (32 TW) + tpos so that a warp reads consecutive
+// slots. Per state n: each lane composes its K affine steps (P, H), a warp
+// scan (and, TW > 1, a scan over the channel's warps in shared memory) gives
+// every lane its entering state from the chunk's carry, and a second sweep
+// over the K registers forms h and y. One ex2.approx per (t, d, n), reused by
+// both sweeps; the lane's decay P, which carries the state across lanes and
+// chunks, is exp(A * sum of the lane's delta), one per lane and state, not
+// the product of its K ex2.approx factors: those err in one direction, which
+// over the hundreds of steps a slow state remembers (A = -0.01) moved dA by
+// 1.1e-5 (bench/NOTES.md v3). The backward and the forward that writes its
+// checkpoints take it to ~1 ulp (ExpAccurate); the y-only forward as one
+// ex2.approx (K-fold less drift than before, and cheaper than K FMULs).
 // Forward: selective_scan_tscan_fwd (OUT bit 0: y and h_final; bit 1: the
 // state at every chunk start into the workspace's checkpoints). Backward:
 // selective_scan_tscan_bwd walks the chunks in reverse; per state it
 // recomputes the chunk's states from its checkpoint (one exp, kept in
 // registers for the adjoint), scans the adjoint q_t = dA_t (C_t dyg_t +
 // q_{t+1}) in reverse the same way, and forms the gradients; dBm, dCm are
-// summed over the block's channels in shared memory and leave as one
-// coalesced atomic per (t, n) per block and chunk; dA per (d, n) sums in
-// shared memory over the whole sequence (one atomic per block).
+// summed over the block's channels in shared memory (double buffered: one
+// barrier per state) and leave as one coalesced atomic per (t, n) per block
+// and chunk; dA per (d, n) sums in shared memory over the whole sequence
+// (one atomic per block).
 namespace ssm {
 
 constexpr unsigned kFull = 0xffffffffu;
 
-template <int N_, int DB_, int TW_, int K_>
+// exp(x) to about 1 ulp without MUFU: Cody-Waite reduction by ln 2, a
+// degree-7 Taylor polynomial on |r| <= ln(2)/2 (truncation 5e-9), the
+// exponent added to the bits (x clamped to [-86, 88]: 2^-124 .. 2^127).
+__device__ __forceinline__ float ExpAccurate(float x) {
+  x = fminf(fmaxf(x, -86.f), 88.f);
+  const float j = fmaf(x, 1.44269504f, 12582912.f);  // 1.5 * 2^23 + rint(x log2 e)
+  const float m = j - 12582912.f;
+  float r = fmaf(m, -0.693145751953125f, x);
+  r = fmaf(m, -1.42860682e-6f, r);
+  float q = 1.f / 5040.f;
+  q = fmaf(q, r, 1.f / 720.f);
+  q = fmaf(q, r, 1.f / 120.f);
+  q = fmaf(q, r, 1.f / 24.f);
+  q = fmaf(q, r, 1.f / 6.f);
+  q = fmaf(q, r, 0.5f);
+  q = fmaf(q, r, 1.f);
+  q = fmaf(q, r, 1.f);
+  return __int_as_float(__float_as_int(q) + (__float_as_int(j) << 23));
+}
+
+template <int N_, int DB_, int TW_, int K_, int SW_>
 struct TCfg {
-  static constexpr int N = N_, DB = DB_, TW = TW_, K = K_;
-  static constexpr int TPC = 32 * TW;  // lanes per channel
+  static constexpr int N = N_, DB = DB_, TW = TW_, K = K_, SW = SW_;
+  static constexpr int NPG = N / SW;   // states per group
+  static constexpr int TPC = 32 * TW;  // lanes per channel and group
   static constexpr int TC = TPC * K;   // timesteps per chunk
-  static constexpr int THREADS = DB * TPC;
+  static constexpr int STAGERS = DB * TPC;  // threads of one group: (channel, position) pairs
+  static constexpr int THREADS = STAGERS * SW;
   static constexpr int RS = static_cast<int>(SsmTscanRowStride(DB, TW, K));  // staged row stride (bank-conflict pad)
   static constexpr int NS = TC + 1;                                            // Bm / Cm row stride
   static_assert(N == 8 || N == 16 || N == 32 || N == 64, "N must be 8, 16, 32 or 64");
   static_assert(DB >= 1 && DB <= 32 && (DB & (DB - 1)) == 0, "dim_block must be a power of two <= 32");
-  static_assert(THREADS <= 1024, "dim_block x 32 x warps must be <= 1024");
+  static_assert(THREADS <= 1024, "dim_block x state groups x 32 x warps must be <= 1024");
   static_assert(TW == 1 || TW == 2 || TW == 4, "warps along time: 1, 2 or 4");
+  static_assert(SW == 1 || SW == 2 || SW == 4, "state groups: 1, 2 or 4");
+  static_assert(SW == 1 || TW == 1, "state groups need one warp along time");
+  static_assert(NPG >= 2 && NPG % 2 == 0, "every state group holds an even number of states");
+  static_assert(THREADS % N == 0 && (TC * N) % THREADS == 0, "Bm/Cm staging: threads must divide N x chunk");
   // Blocks per SM the register budget aims at (__launch_bounds__): fp32 values a
   // thread keeps live are about 24 + 10 K forward, 32 + 24 K backward.
   static constexpr int MinBlocks(int live) {
@@ -631,18 +668,22 @@ struct TCfg {
 };
 
 // Staged rows: element (ch, step pos * K + k) at ch * RS + k * TPC + pos.
-// Thread tid stages channel tid % DB at position tid / DB, steps k = 0 .. K-1
-// (THREADS = DB x TPC): a warp's loads cover 32 / DB timesteps x DB channels.
+// Thread tid stages channel tid % DB at position (tid % STAGERS) / DB, steps
+// k = tid / STAGERS, + SW, .. < K: a warp's loads cover 32 / DB timesteps x
+// DB channels.
 template <typename T, typename C, int NSRC>
 __device__ __forceinline__ void StageRows(float* rows, const void* const (&src)[NSRC], long long b, long long L,
                                           long long D, long long d0, long long tc) {
-  const int ch = threadIdx.x % C::DB, pos = threadIdx.x / C::DB;
+  const int st = threadIdx.x % C::STAGERS, k0 = C::SW == 1 ? 0 : threadIdx.x / C::STAGERS;
+  const int ch = st % C::DB, pos = st / C::DB;
   const long long t0 = tc + pos * C::K;
   const bool dok = d0 + ch < D;
   const long long base = (b * L + t0) * D + d0 + ch;
   float* dst = rows + ch * C::RS + pos;
 #pragma unroll
-  for (int k = 0; k < C::K; ++k) {
+  for (int kk = 0; kk < (C::K + C::SW - 1) / C::SW; ++kk) {
+    const int k = kk * C::SW + k0;
+    if (C::K % C::SW != 0 && k >= C::K) break;
     const bool ok = dok && t0 + k < L;
 #pragma unroll
     for (int a = 0; a < NSRC; ++a) dst[a * C::DB * C::RS + k * C::TPC] = ok ? Ld<T>(src[a], base + k * D) : 0.f;
@@ -652,13 +693,16 @@ __device__ __forceinline__ void StageRows(float* rows, const void* const (&src)[
 template <typename T, typename C>
 __device__ __forceinline__ void StoreRows(void* dst, const float* row, long long b, long long L, long long D,
                                           long long d0, long long tc) {
-  const int ch = threadIdx.x % C::DB, pos = threadIdx.x / C::DB;
+  const int st = threadIdx.x % C::STAGERS, k0 = C::SW == 1 ? 0 : threadIdx.x / C::STAGERS;
+  const int ch = st % C::DB, pos = st / C::DB;
   const long long t0 = tc + pos * C::K;
   const bool dok = d0 + ch < D;
   const long long base = (b * L + t0) * D + d0 + ch;
   const float* src = row + ch * C::RS + pos;
 #pragma unroll
-  for (int k = 0; k < C::K; ++k) {
+  for (int kk = 0; kk < (C::K + C::SW - 1) / C::SW; ++kk) {
+    const int k = kk * C::SW + k0;
+    if (C::K % C::SW != 0 && k >= C::K) break;
     if (dok && t0 + k < L) St<T>(dst, base + k * D, src[k * C::TPC]);
   }
 }
@@ -668,7 +712,6 @@ __device__ __forceinline__ void StoreRows(void* dst, const float* row, long long
 template <typename T, typename C>
 __device__ __forceinline__ void StageBC(float* sB, float* sC, const SelectiveScanParams& p, long long b, long long L,
                                         long long tc) {
-  static_assert(C::THREADS % C::N == 0, "threads must be a multiple of N");
   constexpr int kIters = C::TC * C::N / C::THREADS;
   constexpr int kStep = C::THREADS / C::N;  // timesteps per iteration
   const int n = threadIdx.x % C::N, tl0 = threadIdx.x / C::N;
@@ -730,37 +773,57 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
+// A thread's place in a tscan block: warp = (ch * SW + group) * TW + tw.
+template <typename C>
+struct TPlace {
+  int lane, ch, sg, tw, tpos;
+  __device__ TPlace() {
+    lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    tw = warp % C::TW;
+    sg = (warp / C::TW) % C::SW;
+    ch = warp / (C::TW * C::SW);
+    tpos = tw * 32 + lane;
+  }
+};
+
 }  // namespace ssm
 
 #define SSM_T_TEMPLATE \
-  template <typename T, int N, int DB, int TW, int K, bool BIAS, bool SOFTPLUS, bool GATE>
+  template <typename T, int N, int DB, int TW, int K, int SW, bool BIAS, bool SOFTPLUS, bool GATE>
 
 // OUT bit 0: y (and h_final when asked); bit 1: the checkpoints (the state at every chunk start).
-template <typename T, int N, int DB, int TW, int K, bool BIAS, bool SOFTPLUS, bool GATE, int OUT>
-__global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::FWD_BLOCKS)) selective_scan_tscan_fwd(SelectiveScanParams p) {
-  using C = ssm::TCfg<N, DB, TW, K>;
-  constexpr int RS = C::RS, NS = C::NS, TPC = C::TPC, TC = C::TC;
-  constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, GATE, false);
+template <typename T, int N, int DB, int TW, int K, int SW, bool BIAS, bool SOFTPLUS, bool GATE, int OUT>
+__global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW>::FWD_BLOCKS))
+    selective_scan_tscan_fwd(SelectiveScanParams p) {
+  using C = ssm::TCfg<N, DB, TW, K, SW>;
+  constexpr int RS = C::RS, NS = C::NS, TPC = C::TPC, NPG = C::NPG;
+  constexpr long long TC = C::TC;
+  constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, SW, GATE, false);
   extern __shared__ __align__(16) float smem[];
   float* rows = smem + kLay.rows;  // delta, u (, z); y over u
   float* sB = smem + kLay.bc;
   float* sC = sB + N * NS;
   float* sCarry = smem + kLay.carry;  // [2][DB][N]
   float* sA2 = smem + kLay.a2;        // [DB][N]
+  float* sA = smem + kLay.a;          // [DB][N]
   float* sAgg = smem + kLay.agg;      // [2][DB][TW][2]
+  float* sRedY = smem + kLay.red;     // [SW - 1][DB][RS]: the other state groups' partial y
   const long long B = p.batch, L = p.length, D = p.dim;
   const long long b = blockIdx.z, d0 = static_cast<long long>(blockIdx.x) * DB;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int ch = warp / TW, tw = warp % TW, tpos = tw * 32 + lane;
+  const ssm::TPlace<C> at;
+  const int lane = at.lane, ch = at.ch, sg = at.sg, tw = at.tw, tpos = at.tpos;
   const long long d = d0 + ch;
   const bool valid = d < D;
   for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
     const long long di = d0 + i / N;
     const bool ok = di < D;
-    sA2[i] = ok ? p.A[di * N + i % N] * ssm::kLog2e : 0.f;
+    const float a = ok ? p.A[di * N + i % N] : 0.f;
+    sA[i] = a;
+    sA2[i] = a * ssm::kLog2e;
     sCarry[i] = ok && p.h0 ? p.h0[(b * D + di) * N + i % N] : 0.f;
   }
-  const float Dv = valid ? p.Dv[d] : 0.f;
+  const float Dv = valid && sg == 0 ? p.Dv[d] : 0.f;  // the skip term: group 0's partial only
   const float bias = BIAS && valid ? p.delta_bias[d] : 0.f;
   const long long chunks = (L + TC - 1) / TC;
   const SsmWorkspace ws = SsmWorkspaceLayout(B, L, D, N, 0, TC);
@@ -779,12 +842,14 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::FWD_BL
     ssm::StageBC<T, C>(sB, sC, p, b, L, tc);
     __syncthreads();
     float dl[K], x[K], y[K], zz[K];
+    float dsum = 0.f;  // the lane's sum of delta: its decay is exp(A dsum)
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int slot = ch * RS + k * TPC + tpos;
       const bool ok = valid && tc + tpos * K + k < L;
       const float r = rows[slot] + bias;
       dl[k] = ok ? (SOFTPLUS ? ssm::Softplus(r) : r) : 0.f;
+      dsum += dl[k];
       const float u = rows[DB * RS + slot];
       x[k] = dl[k] * u;
       y[k] = Dv * u;
@@ -793,20 +858,23 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::FWD_BL
     const float* cur = sCarry + par * DB * N + ch * N;
     float* nxt = sCarry + (par ^ 1) * DB * N + ch * N;
 #pragma unroll(C::FWD_STATE_UNROLL)
-    for (int n = 0; n < N; ++n) {
+    for (int j = 0; j < NPG; ++j) {
+      const int n = sg * NPG + j;
       const float a2 = sA2[ch * N + n];
       const float start = cur[n];
       const float* Bn = sB + n * NS + tpos;
       const float* Cn = sC + n * NS + tpos;
       float dA[K], bu[K];
-      float P = 1.f, H = 0.f;
+      float H = 0.f;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         dA[k] = ssm::Ex2(dl[k] * a2);
         bu[k] = x[k] * Bn[k * TPC];
         H = fmaf(dA[k], H, bu[k]);
-        P *= dA[k];
       }
+      // With checkpoints (the backward's states) to ~1 ulp; y alone: one ex2.approx per lane, K-fold
+      // less drift than the product of the K factors and cheaper than it.
+      const float P = (OUT & 2) ? ssm::ExpAccurate(sA[ch * N + n] * dsum) : ssm::Ex2(a2 * dsum);
       float end;
       const float hin = ssm::ChunkScan<TW, false>(P, H, start, sAgg + ((n & 1) * DB + ch) * TW * 2, tw, lane, end);
       if ((OUT & 2) && valid && tpos == 0) ckpt[((b * chunks + c) * D + d) * N + n] = start;
@@ -819,11 +887,22 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::FWD_BL
       }
     }
     if (OUT & 1) {
+      if (SW > 1) {
+        if (sg > 0) {
 #pragma unroll
-      for (int k = 0; k < K; ++k) {
-        float v = y[k];
-        if (GATE) v *= zz[k] * ssm::Sigmoid(zz[k]);
-        rows[DB * RS + ch * RS + k * TPC + tpos] = v;  // this thread's own slots of u
+          for (int k = 0; k < K; ++k) sRedY[((sg - 1) * DB + ch) * RS + k * TPC + tpos] = y[k];
+        }
+        __syncthreads();  // the partials are written; every group has read its delta and u
+      }
+      if (sg == 0) {
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          float v = y[k];
+#pragma unroll
+          for (int g = 1; g < SW; ++g) v += sRedY[((g - 1) * DB + ch) * RS + k * TPC + tpos];
+          if (GATE) v *= zz[k] * ssm::Sigmoid(zz[k]);
+          rows[DB * RS + ch * RS + k * TPC + tpos] = v;  // this thread's own slots of u
+        }
       }
       __syncthreads();
       ssm::StoreRows<T, C>(p.y, rows + DB * RS, b, L, D, d0, tc);
@@ -840,13 +919,14 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::FWD_BL
 }
 
 SSM_T_TEMPLATE
-__global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BLOCKS)) selective_scan_tscan_bwd(SelectiveScanParams p) {
-  using C = ssm::TCfg<N, DB, TW, K>;
-  constexpr int RS = C::RS, NS = C::NS, TPC = C::TPC, TC = C::TC;
-  constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, GATE, true);
-  static_assert(2 * TC <= 3 * RS, "the channel reduction must fit in the staged rows");
+__global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW>::BWD_BLOCKS))
+    selective_scan_tscan_bwd(SelectiveScanParams p) {
+  using C = ssm::TCfg<N, DB, TW, K, SW>;
+  constexpr int RS = C::RS, NS = C::NS, TPC = C::TPC, NPG = C::NPG;
+  constexpr long long TC = C::TC;
+  constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, SW, GATE, true);
   extern __shared__ __align__(16) float smem[];
-  float* rows = smem + kLay.rows;  // delta, u, dy (, z); then [2][DB][TC] reduction; then du, ddelta, dz
+  float* rows = smem + kLay.rows;  // delta, u, dy (, z); then du, ddelta, dz
   float* sB = smem + kLay.bc;
   float* sC = sB + N * NS;
   float* sSum = sC + N * NS;  // [2][N][NS]: the chunk's dBm, dCm summed over the block's channels
@@ -857,10 +937,11 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
   float* sdAc = sdA + DB * TW * N;
   float* sAgg = smem + kLay.agg;   // [2 directions][2 parities][DB][TW][2]
   float* sCk = smem + kLay.ck;     // [DB][N]: the chunk's start states (checkpoints)
+  float* sRed = smem + kLay.red;   // [2 buffers][SW][2][DB][TC]: per-channel (g x, dyg h) of one state per group
   const long long B = p.batch, L = p.length, D = p.dim;
   const long long b = blockIdx.z, d0 = static_cast<long long>(blockIdx.x) * DB;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int ch = warp / TW, tw = warp % TW, tpos = tw * 32 + lane;
+  const ssm::TPlace<C> at;
+  const int lane = at.lane, ch = at.ch, sg = at.sg, tw = at.tw, tpos = at.tpos;
   const long long d = d0 + ch;
   const bool valid = d < D;
   for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
@@ -872,6 +953,7 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
   }
   for (int i = threadIdx.x; i < 2 * DB * TW * N; i += C::THREADS) sdA[i] = 0.f;
   const float Dv = valid ? p.Dv[d] : 0.f;
+  const float Dv0 = sg == 0 ? Dv : 0.f;  // the skip term: group 0's partial only
   const float bias = BIAS && valid ? p.delta_bias[d] : 0.f;
   const long long chunks = (L + TC - 1) / TC;
   const SsmWorkspace ws = SsmWorkspaceLayout(B, L, D, N, 0, TC);
@@ -904,13 +986,14 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
     }
     __syncthreads();
     float dl[K], u[K], x[K], dyg[K], du[K], dd[K], dsoft[K], gz[K], yp[K];
-    float dDv_chunk = 0.f;
+    float dDv_chunk = 0.f, dsum = 0.f;
 #pragma unroll
     for (int k = 0; k < K; ++k) {
       const int slot = ch * RS + k * TPC + tpos;
       const bool ok = valid && tc + tpos * K + k < L;
       const float r = rows[slot] + bias;
       dl[k] = ok ? (SOFTPLUS ? ssm::Softplus(r) : r) : 0.f;
+      dsum += dl[k];
       dsoft[k] = SOFTPLUS ? ssm::Sigmoid(r) : 1.f;
       u[k] = rows[DB * RS + slot];
       const float dy = rows[2 * DB * RS + slot];
@@ -919,34 +1002,35 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
         const float sig = ssm::Sigmoid(z);
         dyg[k] = dy * z * sig;
         gz[k] = dy * sig * (1.f + z * (1.f - sig));  // dz = ypre * gz
-        yp[k] = Dv * u[k];
+        yp[k] = Dv0 * u[k];
       } else {
         dyg[k] = dy;
       }
       x[k] = dl[k] * u[k];
-      du[k] = Dv * dyg[k];
+      du[k] = Dv0 * dyg[k];
       dd[k] = 0.f;
       dDv_chunk = fmaf(dyg[k], u[k], dDv_chunk);
     }
-    kahan(dDv_acc, dDv_comp, dDv_chunk);
-    __syncthreads();  // rows are free: the channel reduction reuses them
+    if (sg == 0) kahan(dDv_acc, dDv_comp, dDv_chunk);
     const float* gcur = sG + par * DB * N + ch * N;
     float* gnxt = sG + (par ^ 1) * DB * N + ch * N;
 #pragma unroll 1
-    for (int n = 0; n < N; ++n) {
+    for (int j = 0; j < NPG; ++j) {
+      const int n = sg * NPG + j;
       const float a2 = sA2[ch * N + n], an = sA[ch * N + n];
       const float hstart = sCk[ch * N + n];
       const float* Bn = sB + n * NS + tpos;
       const float* Cn = sC + n * NS + tpos;
       float dA[K], hs[K], cdy[K];
-      float P = 1.f, H = 0.f;
+      float H = 0.f;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         dA[k] = ssm::Ex2(dl[k] * a2);
         hs[k] = x[k] * Bn[k * TPC];
         H = fmaf(dA[k], H, hs[k]);
-        P *= dA[k];
       }
+      // The lane's decay, both directions (the forward's, for its checkpoints, to the bit).
+      const float P = ssm::ExpAccurate(an * dsum);
       float unused;
       const float hin =
           ssm::ChunkScan<TW, false>(P, H, hstart, sAgg + (((0 * 2 + (n & 1)) * DB + ch) * TW) * 2, tw, lane, unused);
@@ -956,20 +1040,19 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
         h = fmaf(dA[k], h, hs[k]);
         hs[k] = h;
       }
-      // The lane's reverse composition q -> dA_k (C_k dyg_k + q): same product of dA (P of the forward, before the scan).
-      float Pr = 1.f, R = 0.f;
+      // The lane's reverse composition q -> dA_k (C_k dyg_k + q).
+      float R = 0.f;
 #pragma unroll
       for (int k = K - 1; k >= 0; --k) {
         cdy[k] = Cn[k * TPC] * dyg[k];
         R = dA[k] * (cdy[k] + R);
-        Pr *= dA[k];
       }
       float qend;
       const float qin =
-          ssm::ChunkScan<TW, true>(Pr, R, gcur[n], sAgg + (((1 * 2 + (n & 1)) * DB + ch) * TW) * 2, tw, lane, qend);
+          ssm::ChunkScan<TW, true>(P, R, gcur[n], sAgg + (((1 * 2 + (n & 1)) * DB + ch) * TW) * 2, tw, lane, qend);
       if (tpos == 0) gnxt[n] = qend;
       float q = qin, dAn = 0.f;
-      float* red = rows + ch * TC + tpos;  // [2][DB][TC]
+      float* red = sRed + ((((j & 1) * SW + sg) * 2) * DB + ch) * TC + tpos;  // [which][DB][TC] of this buffer, group
 #pragma unroll
       for (int k = K - 1; k >= 0; --k) {
         const float g = cdy[k] + q;  // total adjoint of h_t
@@ -986,26 +1069,29 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
       }
       dAn = ssm::WarpSum(dAn);
       if (lane == 0) {
-        const int at = (ch * TW + tw) * N + n;
-        float sum = sdA[at], comp = sdAc[at];
+        const int at_n = (ch * TW + tw) * N + n;
+        float sum = sdA[at_n], comp = sdAc[at_n];
         kahan(sum, comp, dAn);
-        sdA[at] = sum;
-        sdAc[at] = comp;
+        sdA[at_n] = sum;
+        sdAc[at_n] = comp;
       }
+      // One barrier per state: the next state writes the other buffer, whose readers (the previous
+      // state's reduction) finished before this barrier.
       __syncthreads();
-      constexpr int kRedIters = (2 * TC + C::THREADS - 1) / C::THREADS;
+      constexpr int kRedIters = (2 * TC * SW + C::THREADS - 1) / C::THREADS;
+      const float* rbuf = sRed + (j & 1) * SW * 2 * DB * TC;
 #pragma unroll
       for (int r = 0; r < kRedIters; ++r) {
-        const int j = r * C::THREADS + threadIdx.x;
-        if ((2 * TC) % C::THREADS != 0 && j >= 2 * TC) break;
-        const int which = j / TC, slot = j % TC;
+        const int i = r * C::THREADS + threadIdx.x;
+        if ((2 * TC * SW) % C::THREADS != 0 && i >= 2 * TC * SW) break;
+        const int g = i / (2 * TC), which = (i / TC) % 2, slot = i % TC;
         float s = 0.f;
 #pragma unroll
-        for (int cc = 0; cc < DB; ++cc) s += rows[(which * DB + cc) * TC + slot];
-        sSum[(which * N + n) * NS + slot] = s;
+        for (int cc = 0; cc < DB; ++cc) s += rbuf[((g * 2 + which) * DB + cc) * TC + slot];
+        sSum[(which * N + g * NPG + j) * NS + slot] = s;
       }
-      __syncthreads();
     }
+    __syncthreads();  // the last state's reduction is in sSum; sRed is free
     // The chunk's (dBm, dCm): one coalesced atomic per (t, n) and block.
     for (int i = threadIdx.x; i < 2 * TC * N; i += C::THREADS) {
       const int which = i / (TC * N), r = i % (TC * N);
@@ -1016,18 +1102,41 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
                   sSum[(which * N + n) * NS + (tl % K) * TPC + tl / K]);
       }
     }
-    float dbias_chunk = 0.f;
+    // The state groups' partial du, ddelta (, y) meet in group 0.
+    constexpr int kParts = GATE ? 3 : 2;
+    if (SW > 1) {
+      if (sg > 0) {
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int slot = ch * RS + k * TPC + tpos;
-      const bool ok = valid && tc + tpos * K + k < L;
-      const float ddl = ok ? dd[k] * dsoft[k] : 0.f;
-      dbias_chunk += ddl;
-      rows[slot] = du[k];
-      rows[DB * RS + slot] = ddl;
-      if (GATE) rows[2 * DB * RS + slot] = yp[k] * gz[k];
+        for (int k = 0; k < K; ++k) {
+          float* dst = sRed + (((sg - 1) * kParts) * DB + ch) * TC + k * TPC + tpos;
+          dst[0] = du[k];
+          dst[DB * TC] = dd[k];
+          if (GATE) dst[2 * DB * TC] = yp[k];
+        }
+      }
+      __syncthreads();
     }
-    if (BIAS) kahan(dbias_acc, dbias_comp, dbias_chunk);
+    float dbias_chunk = 0.f;
+    if (sg == 0) {
+#pragma unroll
+      for (int k = 0; k < K; ++k) {
+#pragma unroll
+        for (int g = 1; g < SW; ++g) {
+          const float* src = sRed + (((g - 1) * kParts) * DB + ch) * TC + k * TPC + tpos;
+          du[k] += src[0];
+          dd[k] += src[DB * TC];
+          if (GATE) yp[k] += src[2 * DB * TC];
+        }
+        const int slot = ch * RS + k * TPC + tpos;
+        const bool ok = valid && tc + tpos * K + k < L;
+        const float ddl = ok ? dd[k] * dsoft[k] : 0.f;
+        dbias_chunk += ddl;
+        rows[slot] = du[k];
+        rows[DB * RS + slot] = ddl;
+        if (GATE) rows[2 * DB * RS + slot] = yp[k] * gz[k];
+      }
+      if (BIAS) kahan(dbias_acc, dbias_comp, dbias_chunk);
+    }
     __syncthreads();
     ssm::StoreRows<T, C>(p.du, rows, b, L, D, d0, tc);
     ssm::StoreRows<T, C>(p.ddelta, rows + DB * RS, b, L, D, d0, tc);
@@ -1045,7 +1154,7 @@ __global__ void __launch_bounds__(DB * TW * 32, (ssm::TCfg<N, DB, TW, K>::BWD_BL
   }
   dDv_acc = ssm::WarpSum(dDv_acc);
   dbias_acc = ssm::WarpSum(dbias_acc);
-  if (valid && lane == 0) {
+  if (valid && sg == 0 && lane == 0) {
     atomicAdd(&wsf[ws.dDv + d], dDv_acc);
     if (BIAS) atomicAdd(&wsf[ws.dbias + d], dbias_acc);
   }

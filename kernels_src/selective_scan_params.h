@@ -94,22 +94,27 @@ SSM_HD struct SsmWorkspace SsmWorkspaceLayout(long long B, long long L, long lon
 }
 
 // tscan (lanes along time; kernels selective_scan_tscan_*): a block holds DB
-// channels x TW warps per channel, each lane K consecutive timesteps, so one
-// chunk is TC = 32 * TW * K steps. Dynamic shared memory in floats, laid out
-// as the kernels carve it (selective_scan.cuh); the checkpoints are the
-// forward state at every chunk start, SsmWorkspaceLayout(B, L, D, N, 0, TC).ckpt.
+// channels x SW state groups x TW warps per channel and group, each lane K
+// consecutive timesteps, so one chunk is TC = 32 * TW * K steps; state group
+// g of a channel holds states [g N / SW, (g + 1) N / SW). Dynamic shared
+// memory in floats, laid out as the kernels carve it (selective_scan.cuh);
+// the checkpoints are the forward state at every chunk start,
+// SsmWorkspaceLayout(B, L, D, N, 0, TC).ckpt.
 struct SsmTscanSmem {
-  long long rows, bc, carry, a2, a, da, agg, ck, total;  // offsets in floats
+  long long rows, bc, carry, a2, a, da, agg, ck, red, total;  // offsets in floats
 };
 SSM_HD_CONSTEXPR long long SsmTscanChunk(long long TW, long long K) { return 32 * TW * K; }
 SSM_HD_CONSTEXPR long long SsmTscanRowStride(long long DB, long long TW, long long K) {
   return SsmTscanChunk(TW, K) + (DB >= 32 ? 1 : 32 / DB);
 }
-// bwd false: rows = delta, u (, z) staged, then y; bc = Bm, Cm [N][TC + 1].
-// bwd true: rows = delta, u, dy (, z), reused for the channel reduction and
-// the outputs (at least 3 rows); bc = Bm, Cm, and the chunk's (dBm, dCm) sums.
-SSM_HD_CONSTEXPR struct SsmTscanSmem SsmTscanSmemLayout(long long N, long long DB, long long TW, long long K, bool gate,
-                                                        bool bwd) {
+// bwd false: rows = delta, u (, z) staged, then y; bc = Bm, Cm [N][TC + 1];
+// red = the y partials of state groups 1 .. SW - 1 [SW - 1][DB][RS].
+// bwd true: rows = delta, u, dy (, z), reused for the outputs; bc = Bm, Cm,
+// and the chunk's (dBm, dCm) sums; red = the channel reduction, double
+// buffered [2][SW][2][DB][TC] (also the du, ddelta, y partials of the state
+// groups at the chunk's end).
+SSM_HD_CONSTEXPR struct SsmTscanSmem SsmTscanSmemLayout(long long N, long long DB, long long TW, long long K,
+                                                        long long SW, bool gate, bool bwd) {
   struct SsmTscanSmem s{};
   const long long tc = SsmTscanChunk(TW, K);
   const long long nrows = bwd ? 3 + (gate ? 1 : 0) : 2 + (gate ? 1 : 0);
@@ -118,9 +123,10 @@ SSM_HD_CONSTEXPR struct SsmTscanSmem SsmTscanSmemLayout(long long N, long long D
   s.carry = s.bc + (bwd ? 4 : 2) * N * (tc + 1);
   s.a2 = s.carry + 2 * DB * N;
   s.a = s.a2 + DB * N;
-  s.da = s.a + (bwd ? DB * N : 0);
+  s.da = s.a + DB * N;
   s.agg = s.da + (bwd ? 2 * DB * TW * N : 0);  // bwd: dA sums and their Kahan compensations
   s.ck = s.agg + (bwd ? 2 : 1) * 2 * DB * TW * 2;  // bwd: the chunk's start states [DB][N]
-  s.total = s.ck + (bwd ? DB * N : 0);
+  s.red = s.ck + (bwd ? DB * N : 0);
+  s.total = s.red + (bwd ? 2 * SW * 2 * DB * tc : (SW - 1) * DB * SsmTscanRowStride(DB, TW, K));
   return s;
 }

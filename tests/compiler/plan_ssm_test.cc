@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <set>
 #include <string>
 
@@ -35,7 +37,7 @@ Problem Ssm(int64_t b, int64_t l, int64_t d, int n, Mode mode, DType dtype = DTy
 TEST(SsmEnumerate, FamiliesAndNames) {
   const std::vector<Variant> variants = EnumerateVariants(Op::kSelectiveScan, false);
   EXPECT_GE(variants.size(), 10u);
-  EXPECT_LE(variants.size(), 20u);
+  EXPECT_LE(variants.size(), 30u);
   std::set<Algorithm> families;
   std::set<std::string> names;
   for (const Variant& v : variants) {
@@ -48,6 +50,8 @@ TEST(SsmEnumerate, FamiliesAndNames) {
   EXPECT_EQ(families, (std::set<Algorithm>{Algorithm::kSequential, Algorithm::kChunked, Algorithm::kFused,
                                            Algorithm::kFusedSeg, Algorithm::kTimeScan}));
   EXPECT_TRUE(names.count("tscan_d8_w1_i4"));
+  EXPECT_TRUE(names.count("tscan_d4_w1_i8_s2"));
+  EXPECT_TRUE(names.count("tscan_d4_w1_i4_s4"));
   EXPECT_TRUE(names.count("fused_d32_s4_c8"));
   EXPECT_TRUE(names.count("fusedseg_d32_s4_c8_g256"));
   EXPECT_EQ(std::string(MainHeader(Op::kSelectiveScan)), "selective_scan.cuh");
@@ -62,8 +66,11 @@ TEST(SsmCanImplement, DeviceShapesHaveFusedVariants) {
         int fused = 0;
         for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
           const Status st = CanImplement(v, p, h200);
-          if (v.algorithm == Algorithm::kFused || v.algorithm == Algorithm::kFusedSeg ||
-              v.algorithm == Algorithm::kTimeScan) {
+          // Forward-only tscan variants (512-1024 threads: too few registers for the backward) excepted.
+          const bool fwd_only = v.algorithm == Algorithm::kTimeScan && mode == Mode::kFwdBwd &&
+                                st.code() == StatusCode::kResourceExhausted;
+          if ((v.algorithm == Algorithm::kFused || v.algorithm == Algorithm::kFusedSeg ||
+               v.algorithm == Algorithm::kTimeScan) && !fwd_only) {
             EXPECT_TRUE(st.ok()) << v.Name() << " " << p.Key() << ": " << st.ToString();
             fused += st.ok();
           }
@@ -147,14 +154,14 @@ TEST(SsmMakePlan, TscanLaunches) {
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   ASSERT_EQ(plan->launches.size(), 3u);
   EXPECT_EQ(plan->launches[0].name_expression,
-            "selective_scan_tscan_fwd<float, 16, 8, 2, 4, false, false, false, 3>");
+            "selective_scan_tscan_fwd<float, 16, 8, 2, 4, 1, false, false, false, 3>");
   EXPECT_EQ(plan->launches[0].phase, "fwd");
   EXPECT_EQ(plan->launches[0].grid, (std::array<uint32_t, 3>{13, 1, 4}));  // ceil(100 / 8) x 1 x B
   EXPECT_EQ(plan->launches[0].block, (std::array<uint32_t, 3>{512, 1, 1}));
-  const SsmTscanSmem fl = SsmTscanSmemLayout(16, 8, 2, 4, false, false);
-  const SsmTscanSmem bl = SsmTscanSmemLayout(16, 8, 2, 4, false, true);
+  const SsmTscanSmem fl = SsmTscanSmemLayout(16, 8, 2, 4, 1, false, false);
+  const SsmTscanSmem bl = SsmTscanSmemLayout(16, 8, 2, 4, 1, false, true);
   EXPECT_EQ(plan->launches[0].shared_bytes, fl.total * 4);
-  EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_tscan_bwd<float, 16, 8, 2, 4, false, false, false>");
+  EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_tscan_bwd<float, 16, 8, 2, 4, 1, false, false, false>");
   EXPECT_EQ(plan->launches[1].phase, "bwd");
   EXPECT_EQ(plan->launches[1].shared_bytes, bl.total * 4);
   EXPECT_EQ(plan->launches[2].name_expression, "selective_scan_bwd_finalize<float, 16>");
@@ -172,16 +179,16 @@ TEST(SsmMakePlan, TscanLaunches) {
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->launches.size(), 1u);
   EXPECT_EQ(plan->launches[0].name_expression,
-            "selective_scan_tscan_fwd<float, 16, 8, 2, 4, false, false, false, 1>");
+            "selective_scan_tscan_fwd<float, 16, 8, 2, 4, 1, false, false, false, 1>");
   EXPECT_EQ(plan->workspace_bytes, 0u);
   plan = MakePlan(v, Ssm(4, 1000, 100, 16, Mode::kBwd, DType::kBF16, true), h200);
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->launches.size(), 3u);
   EXPECT_EQ(plan->launches[0].name_expression,
-            "selective_scan_tscan_fwd<__nv_bfloat16, 16, 8, 2, 4, true, true, true, 2>");
+            "selective_scan_tscan_fwd<__nv_bfloat16, 16, 8, 2, 4, 1, true, true, true, 2>");
   EXPECT_EQ(plan->launches[0].phase, "bwd");
-  EXPECT_EQ(plan->launches[0].shared_bytes, SsmTscanSmemLayout(16, 8, 2, 4, true, false).total * 4);
-  EXPECT_EQ(plan->launches[1].shared_bytes, SsmTscanSmemLayout(16, 8, 2, 4, true, true).total * 4);
+  EXPECT_EQ(plan->launches[0].shared_bytes, SsmTscanSmemLayout(16, 8, 2, 4, 1, true, false).total * 4);
+  EXPECT_EQ(plan->launches[1].shared_bytes, SsmTscanSmemLayout(16, 8, 2, 4, 1, true, true).total * 4);
 
   // Rejections: shared memory at N = 64 with 8 items, knobs out of range.
   EXPECT_EQ(CanImplement(*Variant::Parse("tscan_d8_w1_i8"), Ssm(1, 64, 64, 64, Mode::kFwdBwd), h200).code(),
@@ -190,6 +197,41 @@ TEST(SsmMakePlan, TscanLaunches) {
   EXPECT_FALSE(CanImplement(*Variant::Parse("tscan_d6_w1_i4"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
   EXPECT_FALSE(CanImplement(*Variant::Parse("tscan_d8_w3_i4"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
   EXPECT_FALSE(CanImplement(*Variant::Parse("tscan_d32_w2_i4"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+}
+
+// tscan with state groups: S x the threads on the same channels and grid, the group count in
+// the templates, the name's optional "_s" knob (absent: one group, the v2 names unchanged).
+TEST(SsmMakePlan, TscanStateGroups) {
+  const DeviceLimits h200;
+  const Variant v = *Variant::Parse("tscan_d4_w1_i8_s2");
+  EXPECT_EQ(v.state_split, 2);
+  EXPECT_EQ(v.Name(), "tscan_d4_w1_i8_s2");
+  EXPECT_EQ(Variant::Parse("tscan_d4_w1_i8")->state_split, 0);
+  EXPECT_EQ(Variant::Parse("tscan_d4_w1_i8")->Name(), "tscan_d4_w1_i8");
+  EXPECT_FALSE(Variant::Parse("tscan_d4_w1").ok());
+  EXPECT_FALSE(Variant::Parse("tscan_d4_w1_i8_g2").ok());
+  StatusOr<LaunchPlan> plan = MakePlan(v, Ssm(4, 8192, 256, 16, Mode::kFwdBwd), h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->launches.size(), 3u);
+  EXPECT_EQ(plan->launches[0].name_expression,
+            "selective_scan_tscan_fwd<float, 16, 4, 1, 8, 2, false, false, false, 3>");
+  EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_tscan_bwd<float, 16, 4, 1, 8, 2, false, false, false>");
+  EXPECT_EQ(plan->launches[0].grid, (std::array<uint32_t, 3>{64, 1, 4}));  // 256 blocks at D = 256
+  EXPECT_EQ(plan->launches[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
+  const SsmTscanSmem fl = SsmTscanSmemLayout(16, 4, 1, 8, 2, false, false);
+  const SsmTscanSmem bl = SsmTscanSmemLayout(16, 4, 1, 8, 2, false, true);
+  EXPECT_EQ(plan->launches[0].shared_bytes, fl.total * 4);
+  EXPECT_EQ(plan->launches[1].shared_bytes, bl.total * 4);
+  EXPECT_EQ(fl.total - fl.red, 1 * 4 * (256 + 8));     // group 1's y partials
+  EXPECT_EQ(bl.total - bl.red, 2 * 2 * 2 * 4 * 256);   // the double-buffered channel reduction
+  // 512 threads hold 128 registers: the I = 8 backward would spill; the forward fits.
+  const Variant wide = *Variant::Parse("tscan_d8_w1_i8_s2");
+  EXPECT_EQ(CanImplement(wide, Ssm(4, 8192, 256, 16, Mode::kFwdBwd), h200).code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(CanImplement(wide, Ssm(4, 8192, 256, 16, Mode::kFwd), h200).ok());
+  // Groups need one warp along time and at least two states each; 3 groups do not exist.
+  EXPECT_FALSE(CanImplement(*Variant::Parse("tscan_d4_w2_i4_s2"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+  EXPECT_FALSE(CanImplement(*Variant::Parse("tscan_d4_w1_i4_s3"), Ssm(1, 64, 64, 16, Mode::kFwd), h200).ok());
+  EXPECT_TRUE(CanImplement(*Variant::Parse("tscan_d4_w1_i4_s4"), Ssm(1, 64, 64, 8, Mode::kFwd), h200).ok());
 }
 
 TEST(SsmParamLayout, MatchesTheStruct) {
@@ -271,13 +313,66 @@ TEST(SsmNvrtc, EveryVariantFp32Bf16N16) {
 TEST(SsmNvrtc, OtherStatesOptionsAndFp16OnePerFamily) {
   std::vector<CompileRequest> requests;
   for (const char* name : {"sequential_v1_t64_p1", "chunked_v1_t128_c128", "fused_d32_s8_c8", "fusedseg_d32_s4_c8_g256",
-                           "tscan_d8_w1_i4", "tscan_d8_w1_i8", "tscan_d8_w2_i4", "tscan_d16_w1_i4", "tscan_d4_w4_i2"}) {
+                           "tscan_d8_w1_i4", "tscan_d8_w1_i8", "tscan_d8_w2_i4", "tscan_d16_w1_i4", "tscan_d4_w4_i2",
+                           "tscan_d4_w1_i8_s2", "tscan_d8_w1_i8_s2", "tscan_d4_w1_i4_s2", "tscan_d8_w1_i4_s2",
+                           "tscan_d4_w1_i4_s4", "tscan_d8_w1_i4_s4"}) {
     const Variant v = *Variant::Parse(name);
     for (int n : {8, 32, 64}) requests.push_back(Request(v, DType::kBF16, n, n == 32));
     requests.push_back(Request(v, DType::kF16, 16, true));
     requests.push_back(Request(v, DType::kF32, 16, true));
   }
   CompileAndCheck(requests);
+}
+
+// Every tscan instance (each variant x fp32 / bf16 / fp16 x N 8 / 16 / 32 / 64 x options off / on)
+// compiles, and ptxas -v reports no spill in any kernel the planner may launch (a backward that
+// CanImplement refuses -- 512+ threads at I = 8 -- is compiled with the module but never run).
+// SCANTUNE_PRINT_REGS=1 prints each kernel's registers.
+TEST(SsmNvrtc, TscanEveryInstanceNoSpills) {
+  const DeviceLimits h200;
+  std::vector<CompileRequest> requests;
+  for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
+    if (v.algorithm != Algorithm::kTimeScan) continue;
+    for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+      for (int n : {8, 16, 32, 64}) {
+        for (bool options : {false, true}) requests.push_back(Request(v, dtype, n, options));
+      }
+    }
+  }
+  NvrtcCompiler compiler;
+  const std::vector<StatusOr<CompileResult>> results = CompileAll(compiler, requests, 2);
+  ASSERT_EQ(results.size(), requests.size());
+  const bool print = std::getenv("SCANTUNE_PRINT_REGS") != nullptr;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const CompileRequest& r = requests[i];
+    const std::string what = r.variant.Name() + " " + DTypeName(r.dtype) + " n" + std::to_string(r.ssm.state) +
+                             (r.ssm.z_gate ? " +options" : "");
+    ASSERT_TRUE(results[i].ok()) << what << ": " << results[i].status().ToString();
+    ASSERT_EQ(results[i]->state, v1::OK) << what << "\n" << results[i]->log;
+    Problem p = Ssm(4, 8192, 256, r.ssm.state, Mode::kFwdBwd, r.dtype, r.ssm.z_gate);
+    const bool bwd_ok = CanImplement(r.variant, p, h200).ok();
+    p.mode = Mode::kFwd;
+    const bool fwd_ok = CanImplement(r.variant, p, h200).ok();
+    // ptxas -v: "Compiling entry function '<mangled>'" ... "N bytes spill stores, M bytes spill loads" ... "Used R registers".
+    std::istringstream log(results[i]->log);
+    std::string line, entry, regs_line;
+    while (std::getline(log, line)) {
+      const size_t q = line.find("entry function '");
+      if (q != std::string::npos) entry = line.substr(q + 16, line.find('\'', q + 16) - q - 16);
+      const bool is_bwd = entry.find("tscan_bwd") != std::string::npos;
+      const bool used = is_bwd ? bwd_ok : (entry.find("tscan_fwd") != std::string::npos ? fwd_ok || bwd_ok : true);
+      if (line.find("spill stores") != std::string::npos && used) {
+        EXPECT_NE(line.find(" 0 bytes spill stores, 0 bytes spill loads"), std::string::npos)
+            << what << " " << entry << ": " << line;
+      }
+      if (print && line.find("Used ") != std::string::npos && used) {
+        std::printf("%-22s %-5s n%-2d %s %-4s %s\n", r.variant.Name().c_str(), DTypeName(r.dtype), r.ssm.state,
+                    r.ssm.z_gate ? "opt" : "-", is_bwd ? "bwd" : (entry.find("tscan_fwd") != std::string::npos ? "fwd" : "fin"),
+                    line.substr(line.find("Used ")).c_str());
+      }
+    }
+  }
+  std::printf("%zu tscan modules compiled\n", requests.size());
 }
 
 }  // namespace

@@ -3,12 +3,17 @@
 // every gradient (du, ddelta, dA, dBm, dCm, dDv, ddelta_bias, dz, dh0), with
 // the options off and on; and its independence of the host thread count.
 #include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
 #include <functional>
 #include <random>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "tests/worker/tscan_emulation.h"
+#include "worker/op_io.h"
 #include "worker/parallel.h"
 #include "worker/reference_ssm.h"
 
@@ -178,6 +183,142 @@ TEST(SsmReference, BitIdenticalForAnyThreadCount) {
   EXPECT_EQ(g1.ddelta_bias, g7.ddelta_bias);
   EXPECT_EQ(g1.dz, g7.dz);
   EXPECT_EQ(g1.dh0, g7.dh0);
+}
+
+double MaxRel(const std::vector<double>& out, const std::vector<double>& ref) {
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    max_ref = std::max(max_ref, std::abs(ref[i]));
+    max_diff = std::max(max_diff, std::abs(out[i] - ref[i]));  // NaN (a slot never written) fails below
+    if (std::isnan(out[i])) return INFINITY;
+  }
+  return max_ref > 0 ? max_diff / max_ref : max_diff;
+}
+
+// The tscan kernels' index math (tests/worker/tscan_emulation.h: the kernels' shared-memory
+// layout, staging slots, warp scans, state groups, double-buffered channel reduction, chunk
+// carries, checkpoints) in float64 against the reference: every output to 1e-12, for each block
+// shape family (one / two / four warps along time, one / two / four state groups, I 2 / 4 / 8) at
+// odd shapes (channels not a multiple of the block's, L not a multiple of the chunk, L = 1, one
+// chunk, many), with and without h0 and the options.
+struct EmuCase {
+  testing::TscanShape t;
+  Shape shape;
+  bool options, h0;
+};
+
+void CheckEmulation(const EmuCase& e) {
+  Case c;
+  c.shape = e.shape;
+  c.n = e.t.N;
+  c.bias = c.softplus = c.gate = e.options;
+  c.h0 = e.h0;
+  c.Fill(100 + e.shape.length + e.t.SW);
+  const SsmRefInputs in = c.In();
+  const SsmForwardRef f = SelectiveScanForward(in);
+  const SsmBackwardRef g = SelectiveScanBackward(in, c.dy);
+  testing::TscanEmulator<double> emu;
+  emu.s = e.t;
+  emu.in = &in;
+  emu.dy = c.dy;
+  emu.Forward(1);
+  const std::string what = "N" + std::to_string(e.t.N) + " d" + std::to_string(e.t.DB) + " w" + std::to_string(e.t.TW) +
+                           " i" + std::to_string(e.t.K) + " s" + std::to_string(e.t.SW) + " " + FormatShape(e.shape) +
+                           (e.options ? " +options" : "") + (e.h0 ? " +h0" : "");
+  EXPECT_LT(MaxRel(emu.y, f.y), 1e-12) << what << " y";
+  EXPECT_LT(MaxRel(emu.h_final, f.h_final), 1e-12) << what << " h_final";
+  emu.Forward(2);
+  emu.Backward();
+  EXPECT_LT(MaxRel(emu.du, g.du), 1e-12) << what << " du";
+  EXPECT_LT(MaxRel(emu.ddelta, g.ddelta), 1e-12) << what << " ddelta";
+  EXPECT_LT(MaxRel(emu.dA, g.dA), 1e-12) << what << " dA";
+  EXPECT_LT(MaxRel(emu.dBm, g.dBm), 1e-12) << what << " dBm";
+  EXPECT_LT(MaxRel(emu.dCm, g.dCm), 1e-12) << what << " dCm";
+  EXPECT_LT(MaxRel(emu.dDv, g.dDv), 1e-12) << what << " dDv";
+  EXPECT_LT(MaxRel(emu.dh0, g.dh0), 1e-12) << what << " dh0";
+  if (e.options) {
+    EXPECT_LT(MaxRel(emu.dbias, g.ddelta_bias), 1e-12) << what << " ddelta_bias";
+    EXPECT_LT(MaxRel(emu.dz, g.dz), 1e-12) << what << " dz";
+  }
+}
+
+TEST(TscanEmulation, MatchesReferenceInFloat64) {
+  const std::vector<EmuCase> cases = {
+      {{16, 8, 1, 4, 1}, {2, 300, 11}, false, true},   {{16, 4, 1, 8, 2}, {2, 700, 9}, true, true},
+      {{16, 4, 1, 4, 4}, {1, 1, 5}, false, false},     {{8, 8, 1, 4, 4}, {2, 260, 13}, true, false},
+      {{16, 8, 1, 8, 2}, {1, 513, 17}, false, true},   {{32, 8, 1, 4, 2}, {2, 130, 8}, true, true},
+      {{16, 8, 2, 4, 1}, {2, 600, 10}, true, true},    {{8, 4, 4, 2, 1}, {1, 300, 6}, false, true},
+      {{16, 16, 1, 4, 1}, {2, 129, 20}, false, false}, {{64, 4, 1, 4, 2}, {1, 200, 5}, true, false},
+  };
+  for (const EmuCase& e : cases) CheckEmulation(e);
+}
+
+// The dA failure of session 2 (D = 256, L = 8192: dA rel_err 1.02-1.10e-5 > 1e-5 in three
+// families): the operator's own inputs (op_io_ssm's generator, seed 1) for channels 0..31 of
+// 4 x 8192 x 256, the kernel's fp32 arithmetic emulated, against the float64 reference. With
+// exact (correctly rounded) exps the fp32 sums are ~1e-6 off; ex2.approx's error, if it leans one
+// way, compounds over the ~1000 steps a slow state (A = -0.01) remembers when the lane's decay is
+// the product of its K factors (v2), not when it is exp(A sum delta) (v3). Prints the table of
+// bench/NOTES.md "selective_scan v3"; asserts the v3 form stays under the tolerance with a
+// 1-ulp bias. Takes ~1 minute on one core: DISABLED_ unless asked for.
+TEST(TscanEmulation, DISABLED_LongSequenceDaAccuracy) {
+  Problem p;
+  p.op = Op::kSelectiveScan;
+  p.shape = {4, 8192, 256};
+  p.dtype = DType::kF32;
+  p.mode = Mode::kFwdBwd;
+  p.ssm.state = 16;
+  const OpCase full = SelectiveScanIo().Prepare(p, 1, false);
+  auto tensor = [&](const char* name) {
+    const size_t i = TensorIndex(full.tensors, name);
+    std::vector<double> v(full.bytes[i].size() / 4);
+    for (size_t j = 0; j < v.size(); ++j) {
+      float f;
+      std::memcpy(&f, full.bytes[i].data() + 4 * j, 4);
+      v[j] = f;
+    }
+    return v;
+  };
+  const int64_t B = 4, L = 8192, D = 256, Dsub = 32, N = 16;
+  const std::vector<double> u = tensor("u"), delta = tensor("delta"), A = tensor("A"), Bm = tensor("Bm"),
+                            Cm = tensor("Cm"), Dv = tensor("Dv"), dy = tensor("dy");
+  auto sub = [&](const std::vector<double>& v) {
+    std::vector<double> out(B * L * Dsub);
+    for (int64_t bt = 0; bt < B * L; ++bt) {
+      for (int64_t d = 0; d < Dsub; ++d) out[bt * Dsub + d] = v[bt * D + d];
+    }
+    return out;
+  };
+  const std::vector<double> us = sub(u), ds = sub(delta), dys = sub(dy), As(A.begin(), A.begin() + Dsub * N),
+                            Dvs(Dv.begin(), Dv.begin() + Dsub);
+  SsmRefInputs in;
+  in.shape = {B, L, Dsub};
+  in.state = N;
+  in.u = us;
+  in.delta = ds;
+  in.A = As;
+  in.Bm = Bm;
+  in.Cm = Cm;
+  in.Dv = Dvs;
+  const SsmBackwardRef g = SelectiveScanBackward(in, dys);
+  std::printf("dA rel_err (max|out-ref| / max|ref|, channels 0..31 of 4x8192x256, tscan d8_w1_i4):\n");
+  std::printf("  ex2 bias (ulp)   v2: product of K factors   v3: exp(A sum delta)\n");
+  for (double bias : {0.0, -0.5, -1.0, 1.0}) {
+    double err[2];
+    for (int accurate = 0; accurate < 2; ++accurate) {
+      testing::TscanEmulator<float> emu;
+      emu.s = {16, 8, 1, 4, 1};
+      emu.model.ex2_bias_ulp = bias;
+      emu.model.lane_decay_accurate = accurate;
+      emu.in = &in;
+      emu.dy = dys;
+      emu.Forward(2);
+      emu.Backward();
+      err[accurate] = MaxRel(emu.dA, g.dA);
+    }
+    std::printf("  %+5.1f            %.3g                     %.3g\n", bias, err[0], err[1]);
+    EXPECT_LT(err[1], 5e-6) << "bias " << bias;
+  }
 }
 
 }  // namespace

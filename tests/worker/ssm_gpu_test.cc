@@ -65,5 +65,44 @@ TEST(SsmGpuTest, EveryVariantIsLegal) {
   testing::PrintCounts(summary);
 }
 
+// Session 2's failure: at 4 x 8192 x 256 (fp32, N = 16, fwd_bwd) tscan's dA was 1.02-1.10e-5 off
+// (tolerance 1e-5), ex2.approx's drift compounding over the ~1000 steps a slow state remembers.
+// Every tscan variant (v3: the lane's decay exp(A sum delta) to ~1 ulp) must be legal there, as
+// must the state-group variants at D = 1024 (bwd alone: the checkpoints recomputed).
+TEST(SsmGpuTest, TscanLongSequences) {
+  SCANTUNE_REQUIRE_GPU(gpu);
+  const NvrtcCompiler compiler;
+  std::vector<Variant> variants;
+  for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
+    if (v.algorithm == Algorithm::kTimeScan) variants.push_back(v);
+  }
+  ASSERT_FALSE(variants.empty());
+  SsmOptions ssm;
+  ssm.state = 16;
+  std::vector<CompileRequest> requests;
+  for (const Variant& v : variants) {
+    CompileRequest r;
+    r.variant = v;
+    r.op = Op::kSelectiveScan;
+    r.dtype = DType::kF32;
+    r.ssm = ssm;
+    r.cc_major = gpu->limits.cc_major;
+    r.cc_minor = gpu->limits.cc_minor;
+    requests.push_back(r);
+  }
+  const std::vector<StatusOr<CompileResult>> compiled = CompileAll(compiler, requests, 16);
+  std::map<std::string, testing::VerifyCounts> summary;
+  const std::vector<Problem> problems = {
+      {Op::kSelectiveScan, {4, 8192, 256}, DType::kF32, Mode::kFwdBwd, false, ssm},
+      {Op::kSelectiveScan, {4, 8192, 256}, DType::kF32, Mode::kFwd, false, ssm},
+      {Op::kSelectiveScan, {2, 8192, 1024}, DType::kF32, Mode::kBwd, true, ssm},
+  };
+  for (const Problem& problem : problems) {
+    testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()]);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  testing::PrintCounts(summary);
+}
+
 }  // namespace
 }  // namespace scantune
