@@ -7,6 +7,10 @@
 //       kernels_src/gated_held.cuh: strip = threads / segments x vec
 //       channels, tile = segments x items steps, (a, b) held in registers;
 //       samu's dm_t / W added by a fix-up kernel)
+//   fused_d{strip}_s{segments}_c{tile}                        (v3, samu only:
+//       the v2 kernels with vec 2 and threads = strip / 2 x segments, the
+//       controller fused into the scans: the strips of a time tile meet for
+//       m_t (fwd) and dm_t (bwd), so no control and no fix-up kernel)
 // Workspace offsets come from kernels_src/gated_layout.h (shared with the
 // kernels); shared-memory sizes mirror SmemPlan in gated_scan.cuh.
 #include <algorithm>
@@ -66,6 +70,20 @@ constexpr HeldKnobs kHeld[] = {
     {2, 256, 32, 16},  // strip 16, tile 512, b held, 3 blocks/SM (rglru bwd: 2): 64 look-back hops at L = 32768
 };
 
+// v3 (`fused`, samu only): {strip, segments, tile}; vec 2, threads = strip /
+// 2 x segments: the same geometries as the vec-2 v2 points.
+struct FusedKnobs {
+  int strip, segments, tile;
+};
+constexpr FusedKnobs kFusedKnobs[] = {
+    {64, 8, 64},    // 256 threads, 8 steps each
+    {32, 16, 128},  // 256 threads, 8 steps each
+    {64, 8, 128},   // 256 threads, 16 steps each
+    {32, 16, 256},  // 256 threads, 16 steps each
+    {16, 32, 512},  // 256 threads, 16 steps each: 64 look-back hops at L = 32768
+};
+constexpr int kFusedVec = 2;
+
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxTickets = INT_MAX / 2;  // the ticket counter is 32-bit
@@ -92,13 +110,29 @@ bool HasBwd(Mode mode) { return mode == Mode::kBwd || mode == Mode::kFwdBwd; }
 bool IsSamu(Op op) { return op == Op::kSamu; }
 const char* Prefix(Op op) { return IsSamu(op) ? "samu" : "rglru"; }
 
-bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback; }
+bool IsFused(const Variant& v) { return v.algorithm == Algorithm::kFused; }
+// A `fused` variant as the `lookback` geometry it runs (vec, threads, segments, items).
+Variant HeldOf(const Variant& v) {
+  if (!IsFused(v)) return v;
+  Variant h;
+  h.algorithm = Algorithm::kLookback;
+  h.vec = kFusedVec;
+  h.segments = v.state_split;
+  h.threads = v.dim_block / kFusedVec * v.state_split;
+  h.items = v.state_split > 0 ? v.chunk / v.state_split : 0;
+  return h;
+}
+bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback || IsFused(v); }
 // Channels per block (look-back) and timesteps per tile of the look-back families.
 int StripOf(const Variant& v) {
+  if (IsFused(v)) return v.dim_block;
   if (IsHeld(v)) return v.segments > 0 ? v.threads / v.segments * v.vec : 0;
   return v.strip;
 }
-int TileOfLookback(const Variant& v) { return IsHeld(v) ? v.segments * v.items : v.tile; }
+int TileOfLookback(const Variant& v) {
+  if (IsFused(v)) return v.chunk;
+  return IsHeld(v) ? v.segments * v.items : v.tile;
+}
 // Channels per unit of the workspace's per-token sums and look-back slots.
 int Unit(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 32 * v.vec : StripOf(v); }
 int TileOf(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 0 : TileOfLookback(v); }
@@ -106,11 +140,12 @@ int TileOf(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 0 
 gated::Layout LayoutFor(const Variant& v, const Problem& p) {
   return gated::MakeLayout(p.shape.batch, p.shape.length, p.shape.width, Unit(v), TileOf(v),
                            IsSamu(p.op) ? gated::kSamuParams : gated::kRgLruParams, IsSamu(p.op),
-                           IsSamu(p.op) && IsHeld(v));
+                           IsSamu(p.op) && IsHeld(v) && !IsFused(v));
 }
 
 // Dynamic shared memory of a look-back kernel; mirrors SmemPlan.
-int64_t SmemBytes(const Variant& v, DType dtype, int staged_inputs, bool ab) {
+int64_t SmemBytes(const Variant& variant, DType dtype, int staged_inputs, bool ab) {
+  const Variant v = HeldOf(variant);
   const int64_t strip = StripOf(v), tile = TileOfLookback(v);
   const int64_t segs = v.threads / (strip / v.vec);
   const int64_t staged = (int64_t{staged_inputs} * tile * strip * ElementBytes(dtype) + 15) / 16 * 16;
@@ -151,20 +186,35 @@ class GatedPlannerImpl final : public OpPlanner {
       variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads, .segments = k.segments,
                           .items = k.items});
     }
+    // Enumerated for both operators (one name list); CanImplement rejects them for rglru.
+    for (const FusedKnobs& k : kFusedKnobs) {
+      variants.push_back({.algorithm = Algorithm::kFused, .chunk = k.tile, .dim_block = k.strip,
+                          .state_split = k.segments});
+    }
     return variants;
   }
 
-  Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
+  Status CanImplement(const Variant& variant, const Problem& problem, const DeviceLimits& device) const override {
     if (problem.op != Op::kRgLru && problem.op != Op::kSamu) {
       return InvalidArgument(std::string("the gated planner has no kernels for ") + OpName(problem.op));
     }
+    if (IsFused(variant)) {
+      if (!IsSamu(problem.op)) {
+        return InvalidArgument("fused (the controller met inside the scans) is samu's; rglru has no controller");
+      }
+      if (variant.dim_block < 2 || variant.state_split < 1 || variant.dim_block % kFusedVec != 0 ||
+          variant.chunk % variant.state_split != 0) {
+        return InvalidArgument("fused needs an even strip d and a tile c that is a multiple of the segments s");
+      }
+    }
+    const Variant v = HeldOf(variant);
     const Shape& s = problem.shape;
     if (s.batch < 1 || s.length < 1 || s.width < 1) {
       return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
     }
     if (v.algorithm != Algorithm::kSequential && v.algorithm != Algorithm::kLookbackSmem && !IsHeld(v)) {
       return InvalidArgument(std::string("algorithm ") + AlgorithmName(v.algorithm) + " has no " +
-                             OpName(problem.op) + " kernels (sequential, lookbacksmem, lookback)");
+                             OpName(problem.op) + " kernels (sequential, lookbacksmem, lookback, fused)");
     }
     if (v.vec != 2 && v.vec != 4 && v.vec != 8) {
       return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8}");
@@ -228,10 +278,12 @@ class GatedPlannerImpl final : public OpPlanner {
                                std::to_string(device.max_shared_per_block));
     }
     const gated::Layout lay = LayoutFor(v, problem);
-    // samu's lookbacksmem backward scan makes the strips of a time tile wait
-    // for each other (gated_samu.cuh): all of them must be resident at once,
-    // which at least one block per SM guarantees. (lookback: no such wait.)
-    if (IsSamu(problem.op) && HasBwd(problem.mode) && !IsHeld(v) && lay.strips > device.sm_count) {
+    // samu's lookbacksmem backward scan and both `fused` scans make the strips
+    // of a time tile wait for each other (gated_samu.cuh, gated_held.cuh):
+    // all of them must be resident at once, which at least one block per SM
+    // guarantees. (lookback: no such wait.)
+    const bool meets = IsFused(variant) || (HasBwd(problem.mode) && !IsHeld(v));
+    if (IsSamu(problem.op) && meets && lay.strips > device.sm_count) {
       return ResourceExhausted("samu's backward needs the " + std::to_string(lay.strips) +
                                " strips of a time tile resident at once, more than the " +
                                std::to_string(device.sm_count) + " SMs");
@@ -259,6 +311,11 @@ class GatedPlannerImpl final : public OpPlanner {
       k.push_back({Role::kBwdScan, Instance(pre + "_bwd_sequential", dtype, {v.vec, v.threads, v.prefetch})});
       if (samu) k.push_back({Role::kFixup, Instance("samu_bwd_fixup", dtype, {v.vec, Unit(v), TileOf(v)})});
       k.push_back({Role::kFinalize, Instance(pre + "_bwd_finalize", dtype, {Unit(v), TileOf(v)})});
+    } else if (IsFused(v)) {
+      const int strip = StripOf(v), tile = TileOfLookback(v), threads = HeldOf(v).threads;
+      k.push_back({Role::kFwdScan, Instance("samu_fwd_fused", dtype, {kFusedVec, threads, strip, tile})});
+      k.push_back({Role::kBwdScan, Instance("samu_bwd_fused", dtype, {kFusedVec, threads, strip, tile})});
+      k.push_back({Role::kFinalize, Instance("samu_bwd_finalize", dtype, {strip, tile})});
     } else if (IsHeld(v)) {
       const int strip = StripOf(v), tile = TileOfLookback(v);
       if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
@@ -313,14 +370,15 @@ class GatedPlannerImpl final : public OpPlanner {
     const gated::Layout lay = LayoutFor(v, problem);
     const int64_t token_blocks = CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock);
     const int64_t finalize_blocks = CeilDiv(s.width, 32) + (samu ? 1 : 0);
+    const int threads = HeldOf(v).threads;
     const int64_t scan_x = sequential ? CeilDiv(CeilDiv(s.width, v.vec), v.threads) : lay.seqs * lay.tiles;
     const int64_t scan_y = sequential ? s.batch : 1;
     if (HasFwd(problem.mode)) {
       add(Role::kControl, "fwd", token_blocks, 1, gated::kFixupThreads, 0);
-      add(Role::kFwdScan, "fwd", scan_x, scan_y, v.threads, sequential ? 0 : FwdSmem(v, problem.op, problem.dtype));
+      add(Role::kFwdScan, "fwd", scan_x, scan_y, threads, sequential ? 0 : FwdSmem(v, problem.op, problem.dtype));
     }
     if (HasBwd(problem.mode)) {
-      add(Role::kBwdScan, "bwd", scan_x, scan_y, v.threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype));
+      add(Role::kBwdScan, "bwd", scan_x, scan_y, threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype));
       add(Role::kFixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
       add(Role::kFinalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
     }

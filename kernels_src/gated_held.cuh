@@ -43,7 +43,15 @@ __device__ __forceinline__ Sig FastSig(float z) {
 // The gate from la and a = exp(la): s = sqrt(1 - a^2), q = la / s (0 where
 // s = 0). 1 - a^2 = -expm1(2 la) by its series on [-0.5, 0] (to x^8 / 8! for
 // fp32 as MakeGate; to x^5 / 5! for 16-bit: relative error < 6e-5), else
-// 1 - a^2 directly.
+// 1 - a^2 directly. 16-bit: rsqrt.approx.ftz (one MUFU; rsqrtf adds a
+// denormal range fix-up), with s = q = 0 below om = 1e-30 (there s < 1e-15
+// and |q| ~ sqrt(om) / 2, both nothing at 16-bit precision; the ftz rsqrt of
+// a denormal om would be inf).
+__device__ __forceinline__ float RsqrtFtz(float v) {
+  float y;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+  return y;
+}
 template <typename T>
 __device__ __forceinline__ Gate GateFromA(float la, float a) {
   const float x = 2.0f * la;
@@ -60,11 +68,12 @@ __device__ __forceinline__ Gate GateFromA(float la, float a) {
   t = fmaf(x, t, 0.5f);
   t = fmaf(x, t, 1.0f);
   const float om = x > -0.5f ? -x * t : fmaf(-a, a, 1.0f);
-  const float rs = rsqrtf(om);
+  constexpr float kFloor = sizeof(T) == 4 ? 0.0f : 1e-30f;
+  const float rs = sizeof(T) == 4 ? rsqrtf(om) : RsqrtFtz(om);
   Gate g;
   g.a = a;
-  g.s = om > 0.0f ? om * rs : 0.0f;
-  g.q = om > 0.0f ? la * rs : 0.0f;
+  g.s = om > kFloor ? om * rs : 0.0f;
+  g.q = om > kFloor ? la * rs : 0.0f;
   return g;
 }
 template <typename T>
@@ -79,6 +88,31 @@ __device__ __forceinline__ Gate GateFast(float la) {
 // that 256-thread blocks of twice the tile still fit 3 per SM.
 template <int kSteps, int VEC>
 constexpr bool kHoldA = kSteps * VEC <= 16;
+
+// Interior tiles: every row of the block's tile inside [0, L), the whole
+// strip inside W and every row access wide (then l.wide and l.nvalid == VEC
+// for every thread: the test is block-uniform). The local pass and the
+// rescan run as lambdas on a BoolTag: the interior instance has no per-row
+// range tests and stores packs unconditionally (the profile's ALU-bound
+// issue slots: 64-bit compares, selects and branches per row), the other
+// keeps every test.
+template <bool B>
+struct BoolTag {
+  static constexpr bool value = B;
+};
+template <int STRIP, int TILE>
+__device__ __forceinline__ bool Interior(long long base, long long length, long long c_strip, long long width,
+                                         bool rows_aligned) {
+  return base >= 0 && base + TILE <= length && c_strip + STRIP <= width && rows_aligned;
+}
+template <typename F>
+__device__ __forceinline__ void OnInterior(bool interior, F&& f) {
+  if (interior) {
+    f(BoolTag<true>{});
+  } else {
+    f(BoolTag<false>{});
+  }
+}
 
 // Shared memory of a `lookback` kernel: kIn staged inputs, then the combine
 // (SmemPlan with no (a, b) region).
@@ -127,11 +161,14 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
     return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
   };
   const int row0 = seg * kSteps;
+  const bool interior = Interior<STRIP, TILE>(x.base, p.length, x.c_strip, p.width, l.wide);
   constexpr bool kHold = kHoldA<kSteps, VEC>;
   float av[kHold ? kSteps : 1][VEC], bv[kSteps][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
+  // (The local pass stays one instance: duplicated per BoolTag it spilled
+  // 8-12 bytes in the b-only variants.)
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int row = row0 + i;
@@ -152,24 +189,32 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if (l.nvalid <= 0) return;
   T* __restrict__ out = static_cast<T*>(p.h) + (x.b * p.length + x.base + row0) * p.width + c0;
+  // Running row pointers (one 64-bit add per row): the unrolled i * W
+  // offsets cost ~7 integer instructions per row and output in the SASS.
+  OnInterior(interior, [&](auto tag) {
+    constexpr bool kIn = decltype(tag)::value;
+    T* __restrict__ o = out;
 #pragma unroll
-  for (int i = 0; i < kSteps; ++i) {
-    if constexpr (kHold) {
+    for (int i = 0; i < kSteps; ++i, o += p.width) {
+      if constexpr (kHold) {
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) s[j] = fmaf(av[i][j], s[j], bv[i][j]);
-    } else {
-      // The same a as the local pass (same instructions on the same input);
-      // rows past L only follow the last stored one.
-      const Pack<T, VEC> pa = pack_at(0, row0 + i);
+        for (int j = 0; j < VEC; ++j) s[j] = fmaf(av[i][j], s[j], bv[i][j]);
+      } else {
+        // The same a as the local pass (same instructions on the same input);
+        // rows past L only follow the last stored one.
+        const Pack<T, VEC> pa = pack_at(0, row0 + i);
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) s[j] = fmaf(ExpDecay<T>(sp[j] * FastSig<T>(pa.Get(j)).s), s[j], bv[i][j]);
+        for (int j = 0; j < VEC; ++j) s[j] = fmaf(ExpDecay<T>(sp[j] * FastSig<T>(pa.Get(j)).s), s[j], bv[i][j]);
+      }
+      const long long t = x.base + row0 + i;
+      if (kIn || t < p.length) {
+        StorePack<T, VEC>(o, s, kIn || l.wide, l.nvalid);
+        if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
+      }
     }
-    const long long t = x.base + row0 + i;
-    if (t < p.length) {
-      StorePack<T, VEC>(out + i * p.width, s, l.wide, l.nvalid);
-      if (t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
-    }
-  }
+  });
+  // Interior: h_{L-1} is the last row of the last segment when the tile ends at L.
+  if (interior && x.base + row0 + kSteps == p.length && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
 }
 
 // Backward: stages ga, dh (group 0) and gx, x, h_{t-1} (group 1, in flight
@@ -219,41 +264,48 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
     return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
   };
   auto row_of = [&](int i) { return TILE - 1 - (seg * kSteps + i); };
+  // Interior (backward): every row at t >= 1, so h_{t-1} is always the staged one.
+  const bool interior = Interior<STRIP, TILE>(x.base - 1, p.length, x.c_strip, p.width, l.wide);
   constexpr bool kHold = kHoldA<kSteps, VEC>;
   float av[kHold ? kSteps : 1][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
+  OnInterior(interior, [&](auto tag) {
+    constexpr bool kIn = decltype(tag)::value;
 #pragma unroll
-  for (int i = 0; i < kSteps; ++i) {
-    const int row = row_of(i);
-    const bool in = x.base + row >= 0;
-    const Pack<T, VEC> pa = pack_at(0, row), pd = pack_at(1, row);
+    for (int i = 0; i < kSteps; ++i) {
+      const int row = row_of(i);
+      const bool in = kIn || x.base + row >= 0;
+      const Pack<T, VEC> pa = pack_at(0, row), pd = pack_at(1, row);
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      const float a = in ? ExpDecay<T>(sp[j] * FastSig<T>(pa.Get(j)).s) : 1.0f;
-      if constexpr (kHold) av[i][j] = a;
-      A[j] *= a;
-      H[j] = a * (H[j] + pd.Get(j));
+      for (int j = 0; j < VEC; ++j) {
+        const float a = in ? ExpDecay<T>(sp[j] * FastSig<T>(pa.Get(j)).s) : 1.0f;
+        if constexpr (kHold) av[i][j] = a;
+        A[j] *= a;
+        H[j] = a * (H[j] + pd.Get(j));
+      }
     }
-  }
+  });
   float u[VEC];
   CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
   float acc[1][VEC];
   Fill(acc[0], 0.0f);
-  if (l.nvalid > 0) {
+  if (l.nvalid > 0) OnInterior(interior, [&](auto tag) {
+    constexpr bool kIn = decltype(tag)::value;
     const long long off0 = (x.b * p.length + x.base + row_of(0)) * p.width + c0;
+    long long off = off0;  // running row offset (one 64-bit add per row; the bases stay in the parameter bank)
 #pragma unroll
-    for (int i = 0; i < kSteps; ++i) {
+    for (int i = 0; i < kSteps; ++i, off -= p.width) {
       const int row = row_of(i);
       const long long t = x.base + row;
-      if (t >= 0) {
+      if (kIn || t >= 0) {
         const Pack<T, VEC> pa = pack_at(0, row), pd = pack_at(1, row), pi = pack_at(2, row), px = pack_at(3, row),
                            ph = pack_at(4, row);
         float dx[VEC], dga[VEC], dgx[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          const float hprev = t > 0 ? ph.Get(j) : h0v[j];
+          const float hprev = (kIn || t > 0) ? ph.Get(j) : h0v[j];
           const Sig r = FastSig<T>(pa.Get(j));
           const Sig ig = FastSig<T>(pi.Get(j));
           const float la = sp[j] * r.s;
@@ -274,14 +326,13 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
           acc[0][j] = fmaf(big_g, ratio[j], acc[0][j]);
           u[j] = gate.a * g;
         }
-        const long long off = off0 - i * p.width;
-        StorePack<T, VEC>(static_cast<T*>(p.dx) + off, dx, l.wide, l.nvalid);
-        StorePack<T, VEC>(static_cast<T*>(p.dga) + off, dga, l.wide, l.nvalid);
-        StorePack<T, VEC>(static_cast<T*>(p.dgx) + off, dgx, l.wide, l.nvalid);
-        if (t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, l);
+        StorePack<T, VEC>(static_cast<T*>(p.dx) + off, dx, kIn || l.wide, l.nvalid);
+        StorePack<T, VEC>(static_cast<T*>(p.dga) + off, dga, kIn || l.wide, l.nvalid);
+        StorePack<T, VEC>(static_cast<T*>(p.dgx) + off, dgx, kIn || l.wide, l.nvalid);
+        if (!kIn && t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, l);
       }
     }
-  }
+  });
   float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
   WriteParamPartials<1, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(smem), param, x.b * lay.tiles + x.tile,
                                              x.c_strip, p.width);
@@ -328,6 +379,45 @@ __device__ __forceinline__ uint4 ChunkAdd(const uint4& w, float v) {
 
 constexpr int kRowBatch16 = 8;  // 16-byte chunks in flight per lane in the row kernels
 
+// Sums 8 values per lane over the kLanes lanes of a row group (kLanes 8, 16
+// or 32: adjacent lanes of one warp) by recursive halving, a reduce-scatter:
+// at offset o a lane keeps one half of its values, sends the other and adds
+// what its partner sent (4 + 2 + 1 shuffles), then a butterfly over the
+// lanes below kLanes / 8. Returns the full sum of value RowSumIndex(lane)
+// (lane: the lane in the warp); a fixed order, so deterministic. Against
+// RowSum per value (log2(kLanes) shuffles each): 7 + log2(kLanes / 8)
+// shuffles for 8 values instead of 8 x log2(kLanes).
+template <int kLanes>
+__device__ __forceinline__ float RowSums8(float (&v)[8]) {
+  static_assert(kLanes == 8 || kLanes == 16 || kLanes == 32, "RowSums8: row groups of 8, 16 or 32 lanes");
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int count = 8, o = kLanes / 2; count > 1; count /= 2, o /= 2) {
+    const bool upper = (lane & o) != 0;
+#pragma unroll
+    for (int k = 0; k < count / 2; ++k) {
+      const float send = upper ? v[k] : v[k + count / 2];
+      const float keep = upper ? v[k + count / 2] : v[k];
+      v[k] = keep + __shfl_xor_sync(0xffffffffu, send, o);
+    }
+  }
+  float sum = v[0];
+#pragma unroll
+  for (int o = kLanes / 16; o >= 1; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  return sum;
+}
+template <int kLanes>
+__device__ __forceinline__ int RowSumIndex(int lane) {
+  return ((lane & (kLanes / 2)) ? 4 : 0) + ((lane & (kLanes / 4)) ? 2 : 0) + ((lane & (kLanes / 8)) ? 1 : 0);
+}
+
+// (r_t, i_t) of a token from the sum of its W channels.
+__device__ __forceinline__ float2 SamuControlOf(const SamuParams& p, float sum) {
+  const float m = sum / static_cast<float>(p.width);
+  return make_float2(SigmoidAccurate(fmaf(p.controller[0], m, p.controller[1])),
+                     SigmoidAccurate(fmaf(p.controller[2], m, p.controller[3])));
+}
+
 // One warp per token: m_t = mean_c x by 16-byte loads, kRowBatch16 in flight
 // per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t).
 template <typename T>
@@ -354,17 +444,199 @@ __device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
     for (long long c = lane; c < p.width; c += 32) sum += scan::ToFloat(row[c]);
   }
   sum = RowSum<32>(sum);
-  if (lane == 0) {
-    const float m = sum / static_cast<float>(p.width);
-    const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
-    p.ctrl[2 * token] = SigmoidAccurate(fmaf(w_r, m, b_r));
-    p.ctrl[2 * token + 1] = SigmoidAccurate(fmaf(w_i, m, b_i));
+  if (lane == 0) reinterpret_cast<float2*>(p.ctrl)[token] = SamuControlOf(p, sum);
+}
+
+// ---- samu `fused`: the strips of a (b, time tile) meet inside the scans ---------
+//
+// m_t (forward) and dm_t (backward) are sums over all W channels of a token,
+// i.e. over every strip of the token's time tile. Instead of a control pass
+// (a second read of x) and a fix-up pass (a second read and write of dx),
+// the blocks of one group (b, tile) meet at a counter in the zeroed
+// workspace prefix (lay.group_counters + b x tiles + tile): each publishes
+// its per-(token, strip) sums and arrives (atomicAdd); the block that arrives
+// last reduces the group's sums once (strips in a fixed order: deterministic)
+// and publishes the per-token result, then sets kGroupMet; the others wait
+// for it. Reads are linear in the strips (v1's meeting, where every block
+// re-read every strip's sums, was quadratic).
+//
+// No deadlock (bench/NOTES.md "rglru/samu v3"): the strips of a group hold
+// consecutive tickets; a block waits only for (i) earlier tiles of its strip
+// (look-back) and (ii) the blocks of its own group. Take the first group
+// (ticket order) with an unfinished block. If all its tickets are taken,
+// every member reaches its arrival (before it only (i), on finished groups),
+// the last one publishes without waiting, and all finish. Otherwise every
+// resident unfinished block belongs to it (earlier groups finished; later
+// tickets are not taken yet), fewer than `strips` <= SMs (CanImplement), so
+// an SM is free, a new block starts and takes its next ticket.
+constexpr unsigned kGroupMet = 0x80000000u;
+
+// Arrives at a group's counter once all of the block's threads' writes are
+// visible (__threadfence, then the barrier); returns whether this block
+// arrived last (then the other strips' writes are visible to it).
+__device__ __forceinline__ bool ArriveAtGroup(unsigned* counter, unsigned strips) {
+  __shared__ unsigned s_last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned old = atomicAdd(counter, 1u);
+    __threadfence();
+    s_last = old + 1u == strips ? 1u : 0u;
   }
+  __syncthreads();
+  return s_last != 0u;
+}
+// The last block, after its publication: marks the group met.
+__device__ __forceinline__ void PublishGroup(unsigned* counter) {
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) scan::StoreRelease(counter, kGroupMet);
+}
+// The other blocks: wait until the group is met.
+__device__ __forceinline__ void WaitForGroup(const unsigned* counter) {
+  if (threadIdx.x == 0) {
+    while ((scan::LoadAcquire(counter) & kGroupMet) == 0u) {
+    }
+  }
+  __syncthreads();
+}
+
+// Threads per row when the last block reduces a group's token sums: the
+// largest power of two <= min(32, THREADS / TILE) (a row's threads are
+// adjacent lanes of one warp; they sum the strips part, part + kParts, ...,
+// then a fixed butterfly).
+constexpr int MeetParts(int threads, int tile) {
+  int parts = 1;
+  while (parts * 2 <= 32 && parts * 2 * tile <= threads) parts *= 2;
+  return parts;
+}
+
+// Forward: row sums of the staged x tile over this strip's channels (one
+// thread per row, 16-byte chunks from shared memory, rotated by row so that
+// a quarter warp reads 8 different bank groups) into tok[token][strip][2];
+// the last block forms (r_t, i_t) into p.ctrl; every block ends with its
+// rows' (r_t, i_t) in s_ri (0 past L).
+template <typename T, int THREADS, int STRIP, int TILE>
+__device__ __forceinline__ void SamuMeetForward(const SamuParams& p, const Layout& lay, const TileIndex& x,
+                                                const T* s_x, float2* s_ri) {
+  constexpr int kE = 16 / int(sizeof(T));
+  constexpr int kChunks = STRIP / kE;
+  float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
+  float2* ctrl = reinterpret_cast<float2*>(p.ctrl) + x.b * p.length;
+  for (int r = threadIdx.x; r < TILE; r += THREADS) {
+    const long long t = x.base + r;
+    if (t < p.length) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kChunks; ++k) {
+        sum += ChunkSum<T>(*reinterpret_cast<const uint4*>(s_x + r * STRIP + ((k + r) % kChunks) * kE));
+      }
+      tok[((x.b * p.length + t) * lay.strips + x.strip) * kSamuTokenSums + 2] = sum;
+    }
+  }
+  unsigned* counter = static_cast<unsigned*>(p.workspace) + lay.group_counters + x.b * lay.tiles + x.tile;
+  if (ArriveAtGroup(counter, static_cast<unsigned>(lay.strips))) {
+    constexpr int kParts = MeetParts(THREADS, TILE);
+    const int part = threadIdx.x % kParts;
+    for (int r0 = 0; r0 < TILE; r0 += THREADS / kParts) {
+      const int r = r0 + threadIdx.x / kParts;
+      const long long t = x.base + r;
+      const bool live = r < TILE && t < p.length;
+      float sum = 0.0f;
+      if (live) {
+        const float* row = tok + (x.b * p.length + t) * lay.strips * kSamuTokenSums + 2;
+#pragma unroll 4
+        for (long long q = part; q < lay.strips; q += kParts) sum += __ldcg(row + q * kSamuTokenSums);
+      }
+      sum = RowSum<kParts>(sum);
+      if (part == 0 && r < TILE) {
+        const float2 ri = live ? SamuControlOf(p, sum) : make_float2(0.0f, 0.0f);
+        s_ri[r] = ri;
+        if (live) ctrl[t] = ri;
+      }
+    }
+    PublishGroup(counter);
+  } else {
+    WaitForGroup(counter);
+    for (int r = threadIdx.x; r < TILE; r += THREADS) {
+      s_ri[r] = x.base + r < p.length ? __ldcg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
+    }
+  }
+  __syncthreads();
+}
+
+// Backward, after the rescan has written tok[token][strip][0..2]: the last
+// block reduces them per row into dm_t / W (written over the row's strip-0
+// slot 0 for the other strips, once that slot is read), the group's
+// controller partials (ctrl row b x tiles + tile, rows summed in order) and
+// marks the group met. Every block ends with its rows' shares in s_share
+// (0 before t = 0). s_contrib: 4 x TILE floats of free shared memory.
+template <int THREADS, int TILE>
+__device__ __forceinline__ void SamuMeetBackward(const SamuParams& p, const Layout& lay, const TileIndex& x,
+                                                 float* s_share, float* s_contrib) {
+  float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
+  unsigned* counter = static_cast<unsigned*>(p.workspace) + lay.group_counters + x.b * lay.tiles + x.tile;
+  if (ArriveAtGroup(counter, static_cast<unsigned>(lay.strips))) {
+    constexpr int kParts = MeetParts(THREADS, TILE);
+    const int part = threadIdx.x % kParts;
+    const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
+    for (int r0 = 0; r0 < TILE; r0 += THREADS / kParts) {
+      const int r = r0 + threadIdx.x / kParts;
+      const long long t = x.base + r;
+      const bool live = r < TILE && t >= 0;
+      float* row = tok + (x.b * p.length + t) * lay.strips * kSamuTokenSums;
+      float sums[3] = {0.0f, 0.0f, 0.0f};
+      if (live) {
+#pragma unroll 1
+        for (long long q = part; q < lay.strips; q += kParts) {
+#pragma unroll
+          for (int n = 0; n < 3; ++n) sums[n] += __ldcg(row + q * kSamuTokenSums + n);
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < 3; ++n) sums[n] = RowSum<kParts>(sums[n]);
+      if (part == 0 && r < TILE) {
+        float share = 0.0f, contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        if (live) {
+          const float m = sums[2] / static_cast<float>(p.width);
+          const float zr = fmaf(w_r, m, b_r), zi = fmaf(w_i, m, b_i);
+          const float dz_r = sums[0] * SigmoidAccurate(-zr);
+          const float dz_i = sums[1] * (SigmoidAccurate(zi) * SigmoidAccurate(-zi));
+          share = fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width);
+          contrib[0] = dz_r * m;
+          contrib[1] = dz_r;
+          contrib[2] = dz_i * m;
+          contrib[3] = dz_i;
+          row[0] = share;  // strip 0's slot 0: read above by this thread (part 0) only
+        }
+        s_share[r] = share;
+#pragma unroll
+        for (int n = 0; n < 4; ++n) s_contrib[r * 4 + n] = contrib[n];
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x < 4) {
+      float total = 0.0f;
+      for (int r = 0; r < TILE; ++r) total += s_contrib[r * 4 + threadIdx.x];
+      reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.ctrl_offset)[(x.b * lay.tiles + x.tile) * 4 +
+                                                                                  threadIdx.x] = total;
+    }
+    PublishGroup(counter);
+  } else {
+    WaitForGroup(counter);
+    for (int r = threadIdx.x; r < TILE; r += THREADS) {
+      const long long t = x.base + r;
+      s_share[r] = t >= 0 ? __ldcg(tok + (x.b * p.length + t) * lay.strips * kSamuTokenSums) : 0.0f;
+    }
+  }
+  __syncthreads();
 }
 
 // Forward: stages x (2 B per element at bf16); (r_t, i_t) of the thread's
 // rows are loaded before the staging wait; (a, b) stay in registers.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+// FUSED (the `fused` family): no control kernel before it; the strips of
+// the time tile meet for m_t once x is staged (SamuMeetForward).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -374,7 +646,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, true);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED);
   const TileIndex x = TakeTicket<STRIP, TILE, false>(p.workspace, s_ticket, p.batch, p.length, p.width);
   StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
                                      ChunkAligned<T>(p.x, p.width));
@@ -387,9 +659,11 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, false));
   // (r_t, i_t) of the tile's rows, staged once (0 past L).
   __shared__ float2 s_ri[TILE];
-  const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
-  for (int r = threadIdx.x; r < TILE; r += THREADS) {
-    s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
+  if constexpr (!FUSED) {
+    const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
+    for (int r = threadIdx.x; r < TILE; r += THREADS) {
+      s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
+    }
   }
   // sp and beta now; gamma only after the look-back (fewer live registers
   // through it: the forward of twice the tile holds 32 fp32 b's).
@@ -402,7 +676,9 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   LoadState(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
   CpAsyncWait<0>();
   __syncthreads();
+  if constexpr (FUSED) SamuMeetForward<T, THREADS, STRIP, TILE>(p, lay, x, s_in, s_ri);
 
+  const bool interior = Interior<STRIP, TILE>(x.base, p.length, x.c_strip, p.width, l.wide);
   constexpr bool kHold = kHoldA<kSteps, VEC>;
   float av[kHold ? kSteps : 1][VEC], bv[kSteps][VEC];
   float A[VEC], H[VEC];
@@ -431,6 +707,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float gamma[VEC];
   LoadChannels(gamma, p.gamma, l);
   const long long off0 = (x.b * p.length + x.base + row0) * p.width + c0;
+  OnInterior(interior, [&](auto tag) {
+  constexpr bool kIn = decltype(tag)::value;
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const long long t = x.base + row0 + i;
@@ -448,32 +726,41 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       s[j] = fmaf(a, s[j], bv[i][j]);
       y[j] = gamma[j] * s[j];
     }
-    if (t < p.length) {
+    if (kIn || t < p.length) {
       const long long off = off0 + i * p.width;
-      StorePack<T, VEC>(static_cast<T*>(p.h) + off, s, l.wide, l.nvalid);
-      StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, l.wide, l.nvalid);
-      if (t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
+      StorePack<T, VEC>(static_cast<T*>(p.h) + off, s, kIn || l.wide, l.nvalid);
+      StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, kIn || l.wide, l.nvalid);
+      if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
     }
   }
+  });
+  if (interior && x.base + row0 + kSteps == p.length && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
 }
 
 // Backward scan: stages dy (group 0) and x, h_{t-1} (group 1); the local
 // pass keeps a. Writes dx without dm_t / W (the fix-up adds it), the
 // per-(token, strip) sums and the per-part parameter sums. No block waits on
 // another except through the look-back.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+// FUSED (the `fused` family): the rescan keeps its dx part (rounded to T)
+// in its own dy slot; after the parameter partials the strips of the time
+// tile meet (SamuMeetBackward) and every block stores dx + dm_t / W once.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED>
 __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
   static_assert(kLanes <= 32, "samu's token sums reduce over the lanes of one warp");
   static_assert(3 * kSegs * STRIP * 4 <= SP::kStagedBytes, "the staging holds the parameter sums");
+  static_assert(!FUSED || 3 * kSegs * STRIP * 4 <= 2 * TILE * STRIP * int(sizeof(T)),
+                "fused: the x / h staging holds the parameter sums (the dy slots hold the dx parts)");
+  static_assert(!FUSED || (kSegs * STRIP >= TILE && 16 <= 2 * STRIP * int(sizeof(T))),
+                "fused: s_A holds the shares, the x / h staging the controller partials");
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_in = reinterpret_cast<T*>(smem);
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, true);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED);
   const TileIndex x = TakeTicket<STRIP, TILE, true>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.dy, p.width) && ChunkAligned<T>(p.h, p.width);
   StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.dy), p.length, p.width, x.b, x.c_strip, x.base, 0,
@@ -509,15 +796,19 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   auto pack_at = [&](int input, int row) -> const Pack<T, VEC>& {
     return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
   };
+  // Interior (backward): every row at t >= 1 (h_{t-1} staged), the strip inside W.
+  const bool interior = Interior<STRIP, TILE>(x.base - 1, p.length, x.c_strip, p.width, l.wide);
   constexpr bool kHold = kHoldA<kSteps, VEC>;
   float av[kHold ? kSteps : 1][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
+  OnInterior(interior, [&](auto tag) {
+  constexpr bool kIn = decltype(tag)::value;
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int row = row_of(i);
-    const bool in = x.base + row >= 0;
+    const bool in = kIn || x.base + row >= 0;
     const float r = s_ri[row].x;
     const Pack<T, VEC> pd = pack_at(0, row);
 #pragma unroll
@@ -528,6 +819,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
       H[j] = a * fmaf(ch.gamma[j], pd.Get(j), H[j]);
     }
   }
+  });
   float u[VEC];
   CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
   float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
@@ -535,8 +827,12 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
 #pragma unroll
   for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
   const long long off0 = (x.b * p.length + x.base + row_of(0)) * p.width + c0;
+  OnInterior(interior, [&](auto tag) {
+  constexpr bool kIn = decltype(tag)::value;
+  T* __restrict__ o_dx = static_cast<T*>(p.dx) + off0;  // running row pointer
+  float pend[8];  // RowSums8: the 3 sums of an even and an odd step, 2 zeros
 #pragma unroll
-  for (int i = 0; i < kSteps; ++i) {
+  for (int i = 0; i < kSteps; ++i, o_dx -= p.width) {
     const int row = row_of(i);
     const long long t = x.base + row;
     // No early exit: the row sums are shuffles over the whole warp. Rows
@@ -552,10 +848,10 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
       if constexpr (kHold) {
         a = av[i][j];
       } else {
-        a = t >= 0 ? ExpDecay<T>(la) : 1.0f;  // as the local pass
+        a = (kIn || t >= 0) ? ExpDecay<T>(la) : 1.0f;  // as the local pass
       }
       const Gate gate = GateFromA<T>(la, a);
-      const float hprev = t > 0 ? ph.Get(j) : h0v[j];
+      const float hprev = (kIn || t > 0) ? ph.Get(j) : h0v[j];
       const float xv = px.Get(j), dy = pd.Get(j);
       const float g = fmaf(ch.gamma[j], dy, u[j]);
       const float v = ri.y * ch.beta[j] * xv;
@@ -570,21 +866,65 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
       u[j] = gate.a * g;
       dx[j] = gs * ri.y * ch.beta[j];
     }
+    if constexpr (kLanes >= 16) {
+      // Two rows' 3 sums at a time by RowSums8 (9 shuffles for 2 rows, not 30).
+      // (At 8 lanes, strip 16, the pending sums spilled in the fused backward.)
+      const int k0 = (i & 1) * 3;
 #pragma unroll
-    for (int n = 0; n < 3; ++n) sums[n] = RowSum<kLanes>(sums[n]);
-    if (t >= 0) {
-      if (lane == 0) {
+      for (int n = 0; n < 3; ++n) pend[k0 + n] = sums[n];
+      if ((i & 1) == 1 || i == kSteps - 1) {
+        if ((i & 1) == 0) pend[3] = pend[4] = pend[5] = 0.0f;
+        pend[6] = pend[7] = 0.0f;
+        const float total = RowSums8<kLanes>(pend);
+        const int idx = RowSumIndex<kLanes>(tid % 32);
+        if (tid % (kLanes / 8) == 0 && idx < 6) {
+          const long long tt = x.base + row_of((i & ~1) + idx / 3);
+          if (kIn || tt >= 0) {
+            tok[((x.b * p.length + tt) * lay.strips + x.strip) * kSamuTokenSums + idx % 3] = total;
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int n = 0; n < 3; ++n) sums[n] = RowSum<kLanes>(sums[n]);
+      if ((kIn || t >= 0) && lane == 0) {
         const long long token = x.b * p.length + t;
 #pragma unroll
         for (int n = 0; n < 3; ++n) tok[(token * lay.strips + x.strip) * kSamuTokenSums + n] = sums[n];
       }
-      StorePack<T, VEC>(static_cast<T*>(p.dx) + off0 - i * p.width, dx, l.wide, l.nvalid);
-      if (t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, l);
+    }
+    if (kIn || t >= 0) {
+      if constexpr (FUSED) {
+        // This thread's own dy slot: only it reads dy there, and it just did.
+        StoreSmemPack<T, VEC>(s_in + row * STRIP + lane * VEC, dx);
+      } else {
+        StorePack<T, VEC>(o_dx, dx, kIn || l.wide, l.nvalid);
+      }
+      if (!kIn && t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, l);
     }
   }
+  });
   float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
-  WriteParamPartials<3, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(smem), param, x.b * lay.tiles + x.tile,
-                                             x.c_strip, p.width);
+  T* s_xh = s_in + TILE * STRIP;  // the x / h staging, free after the rescan
+  WriteParamPartials<3, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(FUSED ? s_xh : s_in), param,
+                                             x.b * lay.tiles + x.tile, x.c_strip, p.width);
+  if constexpr (FUSED) {
+    SamuMeetBackward<THREADS, TILE>(p, lay, x, s_A, reinterpret_cast<float*>(s_xh));
+    if (l.nvalid <= 0) return;
+    T* __restrict__ o_dx = static_cast<T*>(p.dx) + off0;
+#pragma unroll 2
+    for (int i = 0; i < kSteps; ++i, o_dx -= p.width) {
+      const int row = row_of(i);
+      const long long t = x.base + row;
+      if (!interior && t < 0) break;
+      const Pack<T, VEC> part = pack_at(0, row);
+      const float share = s_A[row];
+      float v[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[j] = part.Get(j) + share;
+      StorePack<T, VEC>(o_dx, v, interior || l.wide, l.nvalid);
+    }
+  }
 }
 
 // One warp per token: reduces the token's strip sums, forms dm_t / W and
@@ -706,11 +1046,11 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE>
 __global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) samu_fwd_held(const SamuParams p) {
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE>
 __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) samu_bwd_held(const SamuParams p) {
-  gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
+  gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, false>(p);
 }
 template <typename T, int UNIT, int TILE>
 __global__ void __launch_bounds__(gated::kFixupThreads) samu_bwd_fixup_fast(const SamuParams p) {
@@ -720,4 +1060,17 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_bwd_fixup_fast(cons
 template <typename T, int UNIT, int TILE>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_finalize_fixup(const SamuParams p) {
   gated::SamuFinalize<UNIT, TILE, true>(p);
+}
+
+// The `fused` family of samu (fused_d{strip}_s{segments}_c{tile}: vec 2,
+// threads = strip / 2 x segments): the scans above with the strips of a
+// time tile meeting for m_t and dm_t; no control or fix-up kernel. The
+// finalize is samu_bwd_finalize (one controller row per (b, tile)).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) samu_fwd_fused(const SamuParams p) {
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, true>(p);
+}
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) samu_bwd_fused(const SamuParams p) {
+  gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, true>(p);
 }

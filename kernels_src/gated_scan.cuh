@@ -109,13 +109,21 @@ __device__ __forceinline__ float DecayRatio(float p) {
 // exp for the decay a = exp(la). fp32 inputs need the accurate expf: an
 // error d in a grows to about d / sqrt(1 - a^2) in h (20-50 x near a = 1),
 // which the 1e-5 fp32 tolerance cannot absorb from __expf's ~2e-7; the
-// 16-bit dtypes' tolerances can, and take the one-instruction form.
+// 16-bit dtypes' tolerances can, and take ex2.approx.ftz of la log2(e):
+// FMUL + MUFU.EX2 (__expf's non-ftz ex2 adds a range test and two scaling
+// multiplies around the MUFU; a result below 2^-126 flushes to 0, which
+// as a decay is the same).
+__device__ __forceinline__ float Ex2Ftz(float v) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+  return y;
+}
 template <typename T>
 __device__ __forceinline__ float ExpDecay(float la) {
   if constexpr (sizeof(T) == 4) {
     return expf(la);
   } else {
-    return __expf(la);
+    return Ex2Ftz(la * 1.44269504088896341f);
   }
 }
 

@@ -9,6 +9,9 @@
 #include <map>
 #include <regex>
 #include <cstddef>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -45,12 +48,12 @@ Variant Parsed(const char* name) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
+TEST(GatedEnumerate, FourFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
   for (Op op : kGatedOps) {
     SCOPED_TRACE(OpName(op));
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), 20u);
+    EXPECT_LE(all.size(), 24u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -61,7 +64,8 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
       ASSERT_TRUE(back.ok()) << v.Name();
       EXPECT_EQ(*back, v) << v.Name();
     }
-    EXPECT_EQ(per_family.size(), 3u);
+    EXPECT_EQ(per_family.size(), 4u);
+    EXPECT_GE(per_family[Algorithm::kFused], 5);
     EXPECT_GE(per_family[Algorithm::kSequential], 3);
     EXPECT_GE(per_family[Algorithm::kLookbackSmem], 6);
     EXPECT_GE(per_family[Algorithm::kLookback], 4);
@@ -106,7 +110,12 @@ TEST(GatedCanImplement, Rejections) {
   const Problem empty = MakeProblem(Op::kSamu, {1, 0, 64});
   for (const Case& c : {
            Case{"chunked_v4_t128_c64", rglru, StatusCode::kInvalidArgument, "no rglru kernels"},
-           Case{"fused_d64_s4_c64", samu, StatusCode::kInvalidArgument, "no samu kernels"},
+           Case{"tscan_d16_w1_i4", samu, StatusCode::kInvalidArgument, "no samu kernels"},
+           Case{"fused_d64_s8_c64", rglru, StatusCode::kInvalidArgument, "rglru has no controller"},
+           Case{"fused_d64_s8_c60", samu, StatusCode::kInvalidArgument, "multiple of the segments"},
+           Case{"fused_d128_s4_c64", samu, StatusCode::kInvalidArgument, "at most 32"},
+           Case{"fused_d64_s8_c64", MakeProblem(Op::kSamu, {1, 64, 64 * 133}, DType::kBF16, Mode::kFwd),
+                StatusCode::kResourceExhausted, "strips of a time tile"},
            Case{"lookback_v2_t256_s8_i1", rglru, StatusCode::kInvalidArgument, "items 1"},
            Case{"lookback_v2_t256_s3_i8", rglru, StatusCode::kInvalidArgument, "must divide threads"},
            Case{"lookback_v4_t256_s4_i8", samu, StatusCode::kInvalidArgument, "at most 32"},
@@ -145,11 +154,14 @@ TEST(GatedPlan, SeedShapes) {
         StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
         ASSERT_TRUE(plan.ok()) << plan.status().ToString();
         const bool sequential = v.algorithm == Algorithm::kSequential;
-        const bool held = v.algorithm == Algorithm::kLookback;
-        const bool fixup = samu && (sequential || held);
+        const bool fused = v.algorithm == Algorithm::kFused;
+        const bool held = v.algorithm == Algorithm::kLookback || fused;
+        const bool fixup = samu && (sequential || held) && !fused;
+        const bool control = samu && !fused;
         const std::vector<std::string> names = NameExpressions(v, op, p.dtype);
-        // rglru: fwd scan | bwd scan, finalize; samu: control, fwd scan | bwd scan, (sequential, lookback: fix-up,) finalize.
-        const size_t kernels = samu ? (fixup ? 5u : 4u) : 3u;
+        // rglru and samu fused: fwd scan | bwd scan, finalize; samu: control, fwd scan | bwd scan,
+        // (sequential, lookback: fix-up,) finalize.
+        const size_t kernels = control ? (fixup ? 5u : 4u) : 3u;
         ASSERT_EQ(names.size(), kernels);
         ASSERT_EQ(plan->launches.size(), kernels);
         std::vector<std::string> phases;
@@ -162,20 +174,24 @@ TEST(GatedPlan, SeedShapes) {
           EXPECT_NE(std::find(names.begin(), names.end(), l.name_expression), names.end()) << l.name_expression;
         }
         std::vector<std::string> want = {"fwd", "bwd", "bwd"};
-        if (samu) want.insert(want.begin(), "fwd");
+        if (control) want.insert(want.begin(), "fwd");
         if (fixup) want.push_back("bwd");
         EXPECT_EQ(phases, want);
-        const int strip = held ? v.threads / v.segments * v.vec : v.strip;
-        const int tile = held ? v.segments * v.items : v.tile;
+        // fused_d{strip}_s{segments}_c{tile} runs vec 2, threads strip / 2 x segments.
+        const int vec = fused ? 2 : v.vec;
+        const int threads = fused ? v.dim_block / 2 * v.state_split : v.threads;
+        const int strip = fused ? v.dim_block : held ? v.threads / v.segments * v.vec : v.strip;
+        const int tile = fused ? v.chunk : held ? v.segments * v.items : v.tile;
         const int unit = sequential ? 32 * v.vec : strip;
         const gated::Layout lay = gated::MakeLayout(s.batch, s.length, s.width, unit, sequential ? 0 : tile,
-                                                    samu ? 3 : 1, samu, samu && held);
+                                                    samu ? 3 : 1, samu, samu && held && !fused);
         if (samu) {
           EXPECT_EQ(lay.ctrl_rows, fixup ? lay.fix_blocks : lay.parts);
         }
         EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
         EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(lay.zero_bytes));
-        const Launch& fwd_scan = plan->launches[samu ? 1 : 0];
+        const Launch& fwd_scan = plan->launches[control ? 1 : 0];
+        EXPECT_EQ(fwd_scan.block[0], static_cast<uint32_t>(threads));
         if (sequential) {
           EXPECT_EQ(fwd_scan.grid[0], static_cast<uint32_t>(CeilDiv(CeilDiv(s.width, v.vec), v.threads)));
           EXPECT_EQ(fwd_scan.grid[1], static_cast<uint32_t>(s.batch));
@@ -184,18 +200,18 @@ TEST(GatedPlan, SeedShapes) {
           EXPECT_EQ(fwd_scan.grid[0],
                     static_cast<uint32_t>(s.batch * CeilDiv(s.width, strip) * CeilDiv(s.length, tile)));
           // Shared memory mirrors SmemPlan: staged inputs (+ lookbacksmem rglru's fp32 (a, b)) and the combine.
-          const int64_t segs = v.threads / (strip / v.vec);
+          const int64_t segs = threads / (strip / vec);
           const int64_t staged = (samu ? 1 : 3) * int64_t{tile} * strip * 2;
           const int64_t ab = (!samu && !held) ? int64_t{tile} * strip * 8 : 0;
           EXPECT_EQ(fwd_scan.shared_bytes, static_cast<uint32_t>(staged + ab + (2 * segs * strip + strip) * 4 + 16));
           EXPECT_GT(fwd_scan.shared_bytes, 0u);
-          EXPECT_GE(plan->workspace_zero_bytes, 256u + 4u * fwd_scan.grid[0]);
+          EXPECT_GE(plan->workspace_zero_bytes, 256u + 4u * fwd_scan.grid[0] + (samu ? 4u * s.batch * lay.tiles : 0u));
           EXPECT_EQ(plan->workspace_zero_bytes % 256, 0u);
         }
         const Launch& finalize = plan->launches.back();
         EXPECT_EQ(finalize.grid[0], static_cast<uint32_t>(CeilDiv(s.width, 32) + (samu ? 1 : 0)));
         EXPECT_EQ(finalize.block[0], static_cast<uint32_t>(gated::kFinalizeThreads));
-        if (samu) {
+        if (control) {
           EXPECT_EQ(plan->launches[0].grid[0],
                     static_cast<uint32_t>(CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock)));
           if (fixup) {
@@ -210,17 +226,19 @@ TEST(GatedPlan, SeedShapes) {
 
 TEST(GatedPlan, ModesPlanOnlyTheirPhases) {
   const DeviceLimits h200;
-  for (const char* name : {"lookbacksmem_v4_t256_c64_i128", "lookback_v2_t256_s8_i8"}) {
+  for (const char* name : {"lookbacksmem_v4_t256_c64_i128", "lookback_v2_t256_s8_i8", "fused_d64_s8_c64"}) {
     const Variant v = Parsed(name);
     const bool held = v.algorithm == Algorithm::kLookback;
     for (Op op : kGatedOps) {
+      if (v.algorithm == Algorithm::kFused && op != Op::kSamu) continue;
       SCOPED_TRACE(std::string(name) + " " + OpName(op));
       StatusOr<LaunchPlan> fwd = MakePlan(v, MakeProblem(op, {2, 100, 70}, DType::kF16, Mode::kFwd), h200);
       StatusOr<LaunchPlan> bwd = MakePlan(v, MakeProblem(op, {2, 100, 70}, DType::kF16, Mode::kBwd), h200);
       ASSERT_TRUE(fwd.ok() && bwd.ok());
       for (const Launch& l : fwd->launches) EXPECT_EQ(l.phase, "fwd");
       for (const Launch& l : bwd->launches) EXPECT_EQ(l.phase, "bwd");
-      EXPECT_EQ(fwd->launches.size() + bwd->launches.size(), op == Op::kSamu ? (held ? 5u : 4u) : 3u);
+      const size_t samu_kernels = v.algorithm == Algorithm::kFused ? 3u : held ? 5u : 4u;
+      EXPECT_EQ(fwd->launches.size() + bwd->launches.size(), op == Op::kSamu ? samu_kernels : 3u);
     }
   }
 }
@@ -251,6 +269,36 @@ TEST(GatedPlan, HeldGeometry) {
                                              "samu_bwd_held<__nv_bfloat16, 2, 256, 64, 64>",
                                              "samu_bwd_fixup_fast<__nv_bfloat16, 64, 64>",
                                              "samu_bwd_finalize_fixup<__nv_bfloat16, 64, 64>"}));
+}
+
+// v3 `fused` (samu): fused_d{strip}_s{segments}_c{tile} = the v2 geometry
+// with vec 2, threads = strip / 2 x segments; no control and no fix-up
+// kernel; the finalize reads one controller row per (b, tile).
+TEST(GatedPlan, FusedGeometry) {
+  const DeviceLimits h200;
+  const Problem samu = MakeProblem(Op::kSamu, {4, 2048, 2048});
+  StatusOr<LaunchPlan> plan = MakePlan(Parsed("fused_d64_s8_c128"), samu, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::vector<std::string> names;
+  for (const Launch& l : plan->launches) names.push_back(l.name_expression);
+  EXPECT_EQ(names, (std::vector<std::string>{"samu_fwd_fused<__nv_bfloat16, 2, 256, 64, 128>",
+                                             "samu_bwd_fused<__nv_bfloat16, 2, 256, 64, 128>",
+                                             "samu_bwd_finalize<__nv_bfloat16, 64, 128>"}));
+  EXPECT_EQ(plan->launches[0].grid[0], 4u * (2048 / 64) * (2048 / 128));
+  EXPECT_EQ(plan->launches[0].block[0], 256u);
+  // x staged + combine (2 x 8 segments x 64 + 64 floats) + ticket; bwd: dy, x, h.
+  EXPECT_EQ(plan->launches[0].shared_bytes, 1u * 128 * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
+  EXPECT_EQ(plan->launches[1].shared_bytes, 3u * 128 * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
+  const gated::Layout lay = gated::MakeLayout(4, 2048, 2048, 64, 128, 3, true, false);
+  EXPECT_EQ(lay.ctrl_rows, lay.parts);
+  EXPECT_EQ(lay.ctrl_rows, 4 * (2048 / 128));
+  EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
+  // The group counters (one per (b, tile)) lie in the zeroed prefix.
+  EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(lay.zero_bytes));
+  EXPECT_GE(lay.zero_bytes, 4 * (lay.group_counters + 4 * lay.tiles));
+  // Strips of a tile meet: at most one per SM (1x32768x2048 at strip 16 is 128 strips).
+  EXPECT_TRUE(CanImplement(Parsed("fused_d16_s32_c512"), MakeProblem(Op::kSamu, {1, 32768, 2048}), h200).ok());
+  EXPECT_FALSE(CanImplement(Parsed("fused_d16_s32_c512"), MakeProblem(Op::kSamu, {1, 8192, 2560}), h200).ok());
 }
 
 template <typename Params>
@@ -331,6 +379,37 @@ TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
   }
   std::printf("compiled %zu gated modules in %.1f s wall (2 threads), %.1f s summed, %.2f s per module\n",
               results.size(), seconds, compile_ms / 1000, compile_ms / 1000 / results.size());
+}
+
+
+// Developer aid, not a check: with SCANTUNE_GATED_DUMP=DIR and
+// SCANTUNE_GATED_DUMP_VARIANTS="op:dtype:variant ..." (op rglru|samu, dtype
+// fp32|bf16|fp16) it writes each module's cubin and NVRTC log (ptxas -v) to
+// DIR, for cuobjdump -sass (the instruction counts in bench/NOTES.md).
+TEST(GatedNvrtc, DumpNamedModulesWhenAsked) {
+  const char* dir = std::getenv("SCANTUNE_GATED_DUMP");
+  const char* list = std::getenv("SCANTUNE_GATED_DUMP_VARIANTS");
+  if (dir == nullptr || list == nullptr) GTEST_SKIP() << "SCANTUNE_GATED_DUMP(_VARIANTS) not set";
+  const NvrtcCompiler compiler;
+  std::istringstream in(list);
+  std::string item;
+  while (in >> item) {
+    const size_t a = item.find(':'), b = item.find(':', a + 1);
+    ASSERT_NE(b, std::string::npos) << item;
+    CompileRequest r;
+    r.op = item.substr(0, a) == "samu" ? Op::kSamu : Op::kRgLru;
+    StatusOr<DType> dtype = ParseDType(item.substr(a + 1, b - a - 1));
+    ASSERT_TRUE(dtype.ok()) << item;
+    r.dtype = *dtype;
+    r.variant = Parsed(item.substr(b + 1).c_str());
+    StatusOr<CompileResult> c = compiler.Compile(r);
+    ASSERT_TRUE(c.ok()) << item << ": " << c.status().ToString();
+    std::string stem = std::string(dir) + "/" + item;
+    std::replace(stem.begin() + std::string(dir).size() + 1, stem.end(), ':', '_');
+    std::ofstream(stem + ".cubin", std::ios::binary) << c->cubin;
+    std::ofstream(stem + ".log") << c->log;
+    EXPECT_EQ(c->state, v1::OK) << item << "\n" << c->log;
+  }
 }
 
 }  // namespace
