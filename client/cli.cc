@@ -517,15 +517,17 @@ int Cli::Kernel(const ArgParser& args) {
                         {"params bytes", std::to_string(kernel->params_size_bytes())},
                         {"workspace bytes", std::to_string(kernel->workspace_bytes())},
                         {"workspace zeroed", std::to_string(kernel->workspace_zero_bytes()) +
-                                                 " bytes before each phase"},
+                                                 (kernel->workspace_zero_once()
+                                                      ? " bytes once, at allocation (kept between launches)"
+                                                      : " bytes before each phase")},
                     });
   if (kernel->has_selection()) out_ << "selection: record " << kernel->selection().record_id() << "\n";
   out_ << "\nlaunches (in order):\n";
-  TablePrinter launches({"#", "phase", "entry", "name expression", "grid", "block", "shared B"});
+  TablePrinter launches({"#", "phase", "entry", "name expression", "grid", "block", "shared B", "PDL"});
   int index = 0;
   for (const v1::KernelLaunch& l : kernel->launches()) {
     launches.AddRow({std::to_string(index++), l.phase(), l.entry(), l.name_expression(), Dim3(l.grid()),
-                     Dim3(l.block()), std::to_string(l.shared_bytes())});
+                     Dim3(l.block()), std::to_string(l.shared_bytes()), l.dependent_launch() ? "yes" : "no"});
   }
   launches.Print(out_);
   out_ << "\nparameter struct (passed by value):\n";

@@ -10,6 +10,7 @@ StatusOr<v1::Candidate> MakeCandidate(const Variant& variant, const Problem& pro
   c.set_cubin(compiled.cubin);
   c.set_workspace_bytes(plan.workspace_bytes);
   c.set_workspace_zero_bytes(plan.workspace_zero_bytes);
+  c.set_workspace_zero_once(plan.workspace_zero_once);
   c.set_compile_ms(compiled.compile_ms);
   for (const Launch& launch : plan.launches) {
     auto entry = compiled.lowered_names.find(launch.name_expression);
@@ -23,6 +24,7 @@ StatusOr<v1::Candidate> MakeCandidate(const Variant& variant, const Problem& pro
     for (uint32_t b : launch.block) k->add_block(b);
     k->set_shared_bytes(launch.shared_bytes);
     k->set_phase(launch.phase);
+    k->set_dependent_launch(launch.dependent_launch);
   }
   return c;
 }

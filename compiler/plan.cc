@@ -460,8 +460,12 @@ StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const De
       // Dynamic shared memory; over 48 KiB the worker raises the function's limit.
       if (fwd) add(0, "fwd", g.blocks, v.threads, static_cast<uint32_t>(g.fwd_shared));
       if (bwd) add(1, "bwd", g.blocks, v.threads, static_cast<uint32_t>(g.bwd_shared));
+      // Launch epochs (kernels_src/scan_common.cuh): the header and flags are
+      // zeroed once; each launch waits for its predecessor in the kernel.
+      for (Launch& launch : plan.launches) launch.dependent_launch = true;
       plan.workspace_bytes = g.workspace_bytes;
       plan.workspace_zero_bytes = g.zero_bytes;
+      plan.workspace_zero_once = true;
       break;
     }
     case Algorithm::kLookbackPipe: {

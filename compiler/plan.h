@@ -35,12 +35,14 @@ struct Launch {
   std::array<uint32_t, 3> grid{1, 1, 1};
   std::array<uint32_t, 3> block{1, 1, 1};
   uint32_t shared_bytes = 0;
+  bool dependent_launch = false;      // may overlap the previous kernel (PDL); see KernelLaunch
 };
 
 struct LaunchPlan {
   std::vector<Launch> launches;       // in order; a phase's launches run back to back
   uint64_t workspace_bytes = 0;
   uint64_t workspace_zero_bytes = 0;  // prefix zeroed before each phase
+  bool workspace_zero_once = false;   // ... or once, at allocation (launch epochs)
 };
 
 // Every variant of the operator's design space (the cross product of its

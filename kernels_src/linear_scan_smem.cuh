@@ -19,7 +19,7 @@
 //
 //    Dynamic shared memory (bytes; MakePlan passes the same formula):
 //      [0, kIn * TILE * STRIP * sizeof(T))   the staged inputs, [kIn][TILE][STRIP]
-//      then s_A, s_H [kSegs][STRIP] fp32, s_carry [STRIP] fp32, s_ticket
+//      then s_A, s_H [kSegs][STRIP] fp32, s_carry [STRIP] fp32, s_ticket[2] (ticket, epoch tag)
 //    kIn = 2 forward, 3 backward.
 //    grid.x and workspace: as c), with kStrip = STRIP and kTile = TILE.
 //    Backward: in.h is loaded in a second cp.async group that is only waited
@@ -161,9 +161,12 @@ __device__ __forceinline__ void StageSmemTile(const LinearScanParams& p, const S
 // most kPendingAfterH cp.async groups (those committed after this tile's h
 // group) are outstanding. Ends with no barrier; a caller that reuses the
 // shared memory must __syncthreads() first.
+// `tag` is the launch's epoch tag; with `epoch_header` (thread 0 of a kernel
+// using launch epochs) the block arrives once its look-back is over.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int kPendingAfterH>
 __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const SmemTileIndex& x, const T* s_in,
-                                             float* s_A, float* s_H, float* s_carry) {
+                                             float* s_A, float* s_H, float* s_carry, unsigned tag = 0,
+                                             unsigned* epoch_header = nullptr) {
   constexpr int kLanes = STRIP / VEC;
   constexpr int kSegs = THREADS / kLanes;
   constexpr int kSteps = TILE / kSegs;
@@ -286,15 +289,15 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
       for (int j = 0; j < VEC; ++j) incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);
       __threadfence();
       row_sync();
-      if (leader) StoreRelease(flags + slot_tile, kFlagInclusive);
+      if (leader) StoreRelease(flags + slot_tile, tag + kFlagInclusive);
     }
   } else if (row) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) agg[slot + j] = make_float2(tA[j], tH[j]);
     __threadfence();
     row_sync();
-    if (leader) StoreRelease(flags + slot_tile, kFlagAggregate);
-    LookBack<VEC, STRIP>(flags, agg, incl, seq * tiles, tile, lane * VEC, carry);
+    if (leader) StoreRelease(flags + slot_tile, tag + kFlagAggregate);
+    LookBack<VEC, STRIP>(flags, agg, incl, seq * tiles, tile, lane * VEC, carry, tag);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);
@@ -302,7 +305,7 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
     }
     __threadfence();
     row_sync();
-    if (leader) StoreRelease(flags + slot_tile, kFlagInclusive);
+    if (leader) StoreRelease(flags + slot_tile, tag + kFlagInclusive);
   }
   if constexpr (kBackward) {
     // h_{t-1} must have landed, from every thread's copies: each thread
@@ -311,6 +314,9 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
   }
   // The exclusive prefixes, s_carry (and backward h) are visible after this.
   __syncthreads();
+  // Every thread's look-back is over: the block reads no workspace slot again.
+  EpochArrival arrival;
+  if (epoch_header != nullptr) arrival.Arrive(epoch_header, gridDim.x);
   if (tile != 0) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) carry[j] = s_carry[lane * VEC + j];
@@ -424,16 +430,26 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
 
-  unsigned* counter = static_cast<unsigned*>(p.workspace);
-  if (threadIdx.x == 0) *s_ticket = atomicAdd(counter, 1u);
+  // Launch epochs (scan_common.cuh): the header and flags are zeroed once,
+  // not before every launch, and under programmatic dependent launch this
+  // grid waits here for the previous kernel of the stream.
+  GridDependencyWait();
+  LaunchDependents();
+  unsigned* header = static_cast<unsigned*>(p.workspace);
+  if (threadIdx.x == 0) {
+    s_ticket[0] = atomicAdd(header, 1u);
+    s_ticket[1] = EpochTag(header);
+  }
   __syncthreads();
-  const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, *s_ticket);
+  const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, s_ticket[0]);
+  const unsigned tag = s_ticket[1];
 
   // 1. Stage the tile. Backward: a and dh in group 0, h_{t-1} in group 1.
   StageSmemTile<T, THREADS, STRIP, TILE, kBackward>(p, x, s_in);
   CpAsyncWait<kBackward ? 1 : 0>();
   __syncthreads();
-  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0>(p, x, s_in, s_A, s_H, s_carry);
+  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0>(p, x, s_in, s_A, s_H, s_carry, tag,
+                                                           threadIdx.x == 0 ? header : nullptr);
 }
 
 // f) lookbackpipe: e) made persistent and double-buffered. A grid of at most

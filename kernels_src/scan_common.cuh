@@ -278,9 +278,74 @@ __device__ __forceinline__ void Fill(float (&v)[VEC], float value) {
   for (int j = 0; j < VEC; ++j) v[j] = value;
 }
 
-// Flag of a (sequence, tile) slot: 0 nothing yet, 1 aggregate ready, 2 inclusive ready.
+// Flag of a (sequence, tile) slot: 0 nothing yet, 1 aggregate ready, 2 inclusive ready,
+// plus the launch's epoch tag (below; 0 for kernels whose flags are zeroed
+// before every launch).
 constexpr unsigned kFlagAggregate = 1;
 constexpr unsigned kFlagInclusive = 2;
+
+// Whether `flag` was published in the launch tagged `tag` (tag + 1 or tag + 2).
+__device__ __forceinline__ bool FlagReady(unsigned flag, unsigned tag) { return flag - tag - 1u <= 1u; }
+
+// ---- launch epochs: a look-back workspace zeroed once, not before every launch ----
+//
+// A kernel that takes tickets and publishes flags would need its counter and
+// flags zeroed before every launch (a memset node per launch: ~2 us on the
+// H200, bench/NOTES.md session 3). Instead the workspace header keeps
+//   header[0] ticket counter, header[1] blocks done, header[2] launch epoch
+// and every flag carries the epoch's tag (epoch mod 2^30, times 4): flags left
+// by the previous launch never look ready. Each block arrives at header[1]
+// once its look-back is over (it reads no other block's slots after that);
+// the block that arrives last knows every block's look-back is over, so it
+// resets the counters and advances the epoch, which the next launch (stream
+// order, or griddepcontrol.wait under programmatic dependent launch) reads.
+// The header and flags must be zero once, when the workspace is allocated
+// (the plan's workspace_zero_once); launches sharing a workspace must be
+// stream-ordered.
+__device__ __forceinline__ unsigned EpochTag(const unsigned* header) {
+  return (__ldcg(header + 2) & 0x3FFFFFFFu) << 2;
+}
+// The last of `blocks` arrivals (`arrived` = atomicAdd(header + 1, 1)'s old
+// value) resets the launch's counters and opens the next epoch.
+__device__ __forceinline__ void FinishEpoch(unsigned* header, unsigned arrived, unsigned blocks) {
+  if (arrived != blocks - 1u) return;
+  __stcg(header, 0u);
+  __stcg(header + 1, 0u);
+  __stcg(header + 2, __ldcg(header + 2) + 1u);
+}
+
+// One block's arrival, held from the end of its look-back to the end of the
+// block, so that the atomic's round trip overlaps the rescan: the destructor
+// (every return path) finishes the epoch if this block arrived last. Only one
+// thread of the block arrives (header == nullptr for the others).
+struct EpochArrival {
+  unsigned* header = nullptr;
+  unsigned blocks = 0;
+  unsigned arrived = 0;
+  __device__ __forceinline__ void Arrive(unsigned* h, unsigned grid_blocks) {
+    header = h;
+    blocks = grid_blocks;
+    arrived = atomicAdd(h + 1, 1u);
+  }
+  __device__ __forceinline__ ~EpochArrival() {
+    if (header != nullptr) FinishEpoch(header, arrived, blocks);
+  }
+};
+
+// Programmatic dependent launch (sm_90): a kernel launched with programmatic
+// stream serialization may start while the previous kernel of the stream
+// finishes; it must wait for it before touching memory. Launched without the
+// attribute, both are no-ops.
+__device__ __forceinline__ void GridDependencyWait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void LaunchDependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 // Decoupled look-back for this thread's VEC channels of tile `tile` of one
 // sequence: the carry-in, i.e. the inclusive state after tile - 1, composed
@@ -290,19 +355,19 @@ constexpr unsigned kFlagInclusive = 2;
 // channels c = lane_c + j. Tile 0 always publishes an inclusive state, so the
 // walk ends. One predecessor at a time: a window of flags read at once (relaxed
 // loads and one acquire fence) measured no faster forward and 2-6% slower
-// forward+backward on the H200 (bench/NOTES.md, v8).
+// forward+backward on the H200 (bench/NOTES.md, v8). `tag`: the launch's epoch tag.
 template <int VEC, int STRIP>
 __device__ __forceinline__ void LookBack(const unsigned* flags, const float2* agg, const float* incl, long long first,
-                                         long long tile, int lane_c, float (&carry)[VEC]) {
+                                         long long tile, int lane_c, float (&carry)[VEC], unsigned tag = 0) {
   float accA[VEC], accH[VEC];
   Fill(accA, 1.0f);
   Fill(accH, 0.0f);
   for (long long k = tile - 1;; --k) {
     unsigned flag;
-    while ((flag = LoadAcquire(flags + first + k)) == 0) {
+    while (!FlagReady(flag = LoadAcquire(flags + first + k), tag)) {
     }
     const long long slot = (first + k) * STRIP + lane_c;
-    if (flag == kFlagInclusive) {
+    if (flag == tag + kFlagInclusive) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) carry[j] = fmaf(accA[j], LoadCg(incl + slot + j), accH[j]);
       return;

@@ -1,25 +1,39 @@
 #!/usr/bin/env bash
-# Nsight Compute look at one variant on the GPU machine: starts scantuned with
-# benchmarks enabled under ncu (following the worker child), benchmarks the
-# variant once at one shape, and keeps ncu's report of its first fwd and bwd
-# launches (the verification launches). Clocks are left alone.
-#   device.run carry=[".bundle"] command="bash scripts/gpu_profile.sh VARIANT SHAPE"
+# Nsight Compute looks at variants on the GPU machine. Each argument is one job
+#   "OP|DTYPE|SHAPE|MODE|VARIANT|KERNEL_REGEX|COUNT[|extra bench flags]"
+# For each job: scantuned (benchmarks enabled) runs under ncu, which follows
+# the worker child; the variant is benchmarked once at the shape and ncu keeps
+# its report of the first COUNT launches whose names match KERNEL_REGEX (the
+# verification launches). Clocks are left alone. Reports land in $OUT as
+# ncu_<n>.txt, the bench output as bench_<n>.txt, a digest in ncu_digest.txt.
+#   device.run carry=[".bundle"] command="bash scripts/gpu_profile.sh 'linear_scan|bf16|4x2048x2048|fwd|lookbacksmem_v4_t128_c64_i256|linear_scan_fwd|1'"
 set -uo pipefail
-variant=${1:-lookbacksmem_v4_t256_c64_i256}
-shape=${2:-1x32768x2048}
 source "$(dirname "$0")/gpu_env.sh"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-sock=unix:///tmp/scantune-prof.sock
-rm -f /tmp/scantune-prof.db*
-"$ncu" --target-processes all --clock-control none --kernel-name regex:linear_scan_ --launch-count 2 \
-  --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-  --section LaunchStats --section SchedulerStats \
-  "$bin/server/scantuned" --listen $sock --db /tmp/scantune-prof.db --enable-benchmark --candidate-timeout-s 600 \
-  >"$out/ncu_$variant.txt" 2>&1 &
-daemon=$!
-cli="$bin/client/scantune --address $sock"
-for i in $(seq 1 100); do $cli devices >/dev/null 2>&1 && break; sleep 0.3; done
-$cli bench --op linear_scan --shapes "$shape" --dtype bf16 --mode fwd_bwd --variants "$variant" | tee "$out/bench_$variant.txt"
-# Stop the daemon (ncu's child), not ncu: ncu prints its report when its target exits.
-pkill -TERM -x scantuned; wait $daemon
-grep -E "linear_scan_|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Block Limit|Stall|Registers|Shared Memory Config|Dynamic Shared" "$out/ncu_$variant.txt" | head -80
+n=0
+for job in "$@"; do
+  n=$((n + 1))
+  IFS='|' read -r op dtype shape mode variant regex count extra <<<"$job"
+  sock=unix:///tmp/scantune-prof$n.sock
+  rm -f /tmp/scantune-prof$n.db*
+  timeout 150 "$ncu" --target-processes all --clock-control none --kernel-name "regex:$regex" --launch-count "$count" \
+    --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+    --section LaunchStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+    "$bin/server/scantuned" --listen $sock --db /tmp/scantune-prof$n.db --enable-benchmark --candidate-timeout-s 600 \
+    >"$out/ncu_$n.txt" 2>&1 &
+  daemon=$!
+  cli="$bin/client/scantune --address $sock"
+  for i in $(seq 1 100); do $cli devices >/dev/null 2>&1 && break; sleep 0.3; done
+  # shellcheck disable=SC2086
+  timeout 120 $cli bench --op "$op" --shapes "$shape" --dtype "$dtype" --mode "$mode" --variants "$variant" $extra \
+    >"$out/bench_$n.txt" 2>&1
+  # Stop the daemon (ncu's child), not ncu: ncu prints its report when its target exits.
+  pkill -TERM -x scantuned; wait $daemon
+  {
+    echo "=== job $n: $job"
+    tail -3 "$out/bench_$n.txt"
+    grep -E "\(.*\)x\(.*\), Context|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|Active Warps Per|Eligible Warps|Registers Per|Dynamic Shared|Block Limit (Reg|Shared)|L2 Hit|L1/TEX Hit" "$out/ncu_$n.txt"
+    grep -E "^ +(OPT|WRN|INF) +.*(stall|Stall|cycles|waiting)" -A3 "$out/ncu_$n.txt" | head -40
+  } >>"$out/ncu_digest.txt"
+done
+cat "$out/ncu_digest.txt"

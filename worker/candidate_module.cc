@@ -20,6 +20,7 @@ StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContex
                                CudaCallSite::kModuleLoad, failure));
   m->workspace_bytes_ = candidate.workspace_bytes();
   m->workspace_zero_bytes_ = candidate.workspace_zero_bytes();
+  m->workspace_zero_once_ = candidate.workspace_zero_once();
   if (m->workspace_zero_bytes_ > m->workspace_bytes_) {
     return InvalidArgument("candidate " + candidate.variant() + ": workspace_zero_bytes exceeds workspace_bytes");
   }
@@ -32,7 +33,8 @@ StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContex
       k.block[i] = i < launch.block_size() ? launch.block(i) : 1;
     }
     k.shared_bytes = launch.shared_bytes();
-    k.launch_call = "cuLaunchKernel(" + k.entry + ")";
+    k.dependent_launch = launch.dependent_launch();
+    k.launch_call = (k.dependent_launch ? "cuLaunchKernelEx(" : "cuLaunchKernel(") + k.entry + ")";
     const std::string call = "cuModuleGetFunction(" + k.entry + ")";
     RETURN_IF_ERROR(driver.Check(api.ModuleGetFunction(&k.function, m->module_, k.entry.c_str()), call.c_str(),
                                  CudaCallSite::kModuleLoad, failure));
@@ -67,11 +69,17 @@ bool CandidateModule::HasPhase(const std::string& phase) const {
   return false;
 }
 
+Status CandidateModule::PrepareWorkspace(CUdeviceptr workspace, CudaFailure* failure) const {
+  if (!workspace_zero_once_ || workspace_zero_bytes_ == 0) return Status::Ok();
+  return ctx_.driver().Check(ctx_.api().MemsetD8Async(workspace, 0, workspace_zero_bytes_, ctx_.stream()),
+                             "cuMemsetD8Async(workspace, once)", CudaCallSite::kSetup, failure);
+}
+
 Status CandidateModule::Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace,
                                 CudaFailure* failure) const {
   const auto& api = ctx_.api();
   const auto& driver = ctx_.driver();
-  if (workspace_zero_bytes_ > 0) {
+  if (workspace_zero_bytes_ > 0 && !workspace_zero_once_) {
     RETURN_IF_ERROR(driver.Check(api.MemsetD8Async(workspace, 0,
                                                    workspace_zero_bytes_, ctx_.stream()),
                                  "cuMemsetD8Async(workspace)", CudaCallSite::kSetup, failure));
@@ -80,9 +88,29 @@ Status CandidateModule::Enqueue(const std::string& phase, const void* params, CU
   void* args[] = {const_cast<void*>(params)};
   for (const Kernel& k : kernels_) {
     if (k.phase != phase) continue;
-    RETURN_IF_ERROR(driver.Check(api.LaunchKernel(k.function, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1],
-                                                  k.block[2], k.shared_bytes, ctx_.stream(), args, nullptr),
-                                 k.launch_call.c_str(), CudaCallSite::kLaunch, failure));
+    if (!k.dependent_launch) {
+      RETURN_IF_ERROR(driver.Check(api.LaunchKernel(k.function, k.grid[0], k.grid[1], k.grid[2], k.block[0],
+                                                    k.block[1], k.block[2], k.shared_bytes, ctx_.stream(), args,
+                                                    nullptr),
+                                   k.launch_call.c_str(), CudaCallSite::kLaunch, failure));
+      continue;
+    }
+    CUlaunchAttribute attribute = {};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config = {};
+    config.gridDimX = k.grid[0];
+    config.gridDimY = k.grid[1];
+    config.gridDimZ = k.grid[2];
+    config.blockDimX = k.block[0];
+    config.blockDimY = k.block[1];
+    config.blockDimZ = k.block[2];
+    config.sharedMemBytes = k.shared_bytes;
+    config.hStream = ctx_.stream();
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    RETURN_IF_ERROR(driver.Check(api.LaunchKernelEx(&config, k.function, args, nullptr), k.launch_call.c_str(),
+                                 CudaCallSite::kLaunch, failure));
   }
   return Status::Ok();
 }

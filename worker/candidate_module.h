@@ -30,10 +30,18 @@ class CandidateModule {
   bool HasPhase(const std::string& phase) const;
   uint64_t workspace_bytes() const { return workspace_bytes_; }
 
+  // Queues what a freshly allocated workspace needs before its first phase:
+  // the zeroed prefix of a candidate whose kernels keep their workspace ready
+  // between launches (workspace_zero_once). Call it once per allocation.
+  Status PrepareWorkspace(CUdeviceptr workspace, CudaFailure* failure) const;
+
   // Queues the phase: zero the workspace prefix (the plan's contract before
-  // every phase), then each kernel of the phase with kernelParams = {params}:
-  // `params` is the operator's by-value parameter struct (OpIo::Params), whose
-  // workspace field is `workspace`, workspace_bytes() of device memory.
+  // every phase, unless the candidate zeroes it once), then each kernel of the
+  // phase with kernelParams = {params}: `params` is the operator's by-value
+  // parameter struct (OpIo::Params), whose workspace field is `workspace`,
+  // workspace_bytes() of device memory. Kernels whose launch may depend
+  // programmatically on the previous one go through cuLaunchKernelEx with
+  // programmatic stream serialization (PDL).
   Status Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace, CudaFailure* failure) const;
 
  private:
@@ -45,6 +53,7 @@ class CandidateModule {
     unsigned grid[3] = {1, 1, 1};
     unsigned block[3] = {1, 1, 1};
     unsigned shared_bytes = 0;
+    bool dependent_launch = false;
   };
   explicit CandidateModule(const GpuContext& ctx) : ctx_(ctx) {}
 
@@ -53,6 +62,7 @@ class CandidateModule {
   std::vector<Kernel> kernels_;
   uint64_t workspace_bytes_ = 0;
   uint64_t workspace_zero_bytes_ = 0;
+  bool workspace_zero_once_ = false;
 };
 
 }  // namespace scantune

@@ -45,6 +45,7 @@ namespace scantune {
   X(FuncGetAttribute, cuFuncGetAttribute)        \
   X(FuncSetAttribute, cuFuncSetAttribute)        \
   X(LaunchKernel, cuLaunchKernel)                \
+  X(LaunchKernelEx, cuLaunchKernelEx)            \
   X(MemAlloc, cuMemAlloc)                        \
   X(MemFree, cuMemFree)                          \
   X(MemGetInfo, cuMemGetInfo)                    \

@@ -116,6 +116,7 @@ StatusOr<std::vector<TimingResult>> Timer::Run(const std::vector<TimedCandidate>
       continue;
     }
     workspaces[i] = std::move(*ws);
+    RETURN_IF_ERROR(candidates[i].module->PrepareWorkspace(workspaces[i].ptr(), &failure));
   }
 
   // k input sets whose total exceeds 2x the L2, within half the free memory.

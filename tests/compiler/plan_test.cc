@@ -241,6 +241,10 @@ TEST(MakePlan, Workspaces) {
   const uint64_t smem_zero = (256 + 4 * smem_tiles + 255) / 256 * 256;
   EXPECT_EQ(smem->workspace_zero_bytes, smem_zero);
   EXPECT_EQ(smem->workspace_bytes, smem_zero + smem_tiles * 64 * 12);
+  // Launch epochs: zeroed once, and both kernels may overlap their predecessor.
+  EXPECT_TRUE(smem->workspace_zero_once);
+  EXPECT_TRUE(smem->launches[0].dependent_launch);
+  EXPECT_TRUE(smem->launches[1].dependent_launch);
 }
 
 TEST(MakePlan, LookbackPipeGridAndSharedMemory) {
@@ -261,6 +265,8 @@ TEST(MakePlan, LookbackPipeGridAndSharedMemory) {
   const uint64_t zero = (256 + 4 * tiles + 255) / 256 * 256;
   EXPECT_EQ(pipe->workspace_zero_bytes, zero);
   EXPECT_EQ(pipe->workspace_bytes, zero + tiles * 64 * 12);
+  EXPECT_FALSE(pipe->workspace_zero_once);  // zeroed before each phase
+  EXPECT_FALSE(pipe->launches[0].dependent_launch);
   // Fewer tiles than SMs: one block per tile.
   StatusOr<LaunchPlan> small = MakePlan(Parsed("lookbackpipe_v4_t256_c64_i128_b3"), MakeProblem(1, 100, 70), h200);
   ASSERT_TRUE(small.ok());

@@ -415,6 +415,16 @@ TEST_F(EngineTest, GetKernelWithoutGpuCompilesARealKernel) {
   StatusOr<v1::KernelResponse> cached = engine_->GetKernel(request);
   ASSERT_TRUE(cached.ok());
   EXPECT_EQ(cached->cubin(), kernel->cubin());
+  EXPECT_FALSE(kernel->workspace_zero_once());  // the register look-back zeroes before each phase
+
+  // lookbacksmem keeps its workspace ready between launches (launch epochs)
+  // and lets each launch overlap its predecessor (PDL): the response says so.
+  request.set_variant("lookbacksmem_v4_t128_c64_i256");
+  StatusOr<v1::KernelResponse> epochs = engine_->GetKernel(request);
+  ASSERT_TRUE(epochs.ok()) << epochs.status().ToString();
+  EXPECT_TRUE(epochs->workspace_zero_once());
+  EXPECT_GT(epochs->workspace_zero_bytes(), 0u);
+  for (const v1::KernelLaunch& launch : epochs->launches()) EXPECT_TRUE(launch.dependent_launch());
 
   // Without a variant and nothing tuned: the miss policy's answer.
   request.clear_variant();
