@@ -29,7 +29,10 @@ stage() {  # stage NAME SECONDS COMMAND...
 stage tests "${TESTS_S:-150}" bash -c "source '$here/gpu_env.sh' && \
   ctest --test-dir \"\$bin\" -L gpu -R '${TESTS_RE:-Gated|Ssm}' -j3 --output-on-failure --timeout 140"
 stage mixer "${MIXER_S:-170}" bash "$here/gpu_mixer.sh"
-SSM_DEADLINE_S=${SSM_DEADLINE_S:-155} SSM_TIMEOUT_S=${SSM_TIMEOUT_S:-195} stage ssm "${SSM_S:-200}" bash "$here/gpu_ssm.sh"
+# SSM_ARGS: extra scantune-ssm-bench flags, e.g. "--shapes 4x8192x256,4x8192x1024 --no-max-len".
+# shellcheck disable=SC2086
+SSM_DEADLINE_S=${SSM_DEADLINE_S:-155} SSM_TIMEOUT_S=${SSM_TIMEOUT_S:-195} stage ssm "${SSM_S:-200}" \
+  bash "$here/gpu_ssm.sh" ${SSM_ARGS:-}
 SCANTUNE_TUNE="${LINEAR_TUNE:-linear_scan:bf16:fwd}" \
   SCANTUNE_VARIANTS="${LINEAR_VARIANTS:-lookbacksmem_v4_t128_c64_i256,lookbacksmem_v4_t128_c32_i512}" \
   stage linear "${LINEAR_S:-35}" bash "$here/gpu_round.sh" tune
