@@ -35,7 +35,11 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
     case Algorithm::kLookback:
       return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'s', &Variant::segments}, {'i', &Variant::items}};
     case Algorithm::kLookbackSmem:
-      return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'c', &Variant::strip}, {'i', &Variant::tile}};
+      return {{'v', &Variant::vec},
+              {'t', &Variant::threads},
+              {'c', &Variant::strip},
+              {'i', &Variant::tile},
+              {'o', &Variant::order, true}};
     case Algorithm::kLookbackPipe:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},
@@ -124,7 +128,9 @@ StatusOr<Variant> Variant::Parse(std::string_view name) {
   const std::vector<KnobSpec> knobs = KnobsOf(v.algorithm);
   const bool last_optional = !knobs.empty() && knobs.back().optional;
   if (parts.size() != knobs.size() + 1 && !(last_optional && parts.size() == knobs.size())) {
-    return bad("expected " + std::to_string(knobs.size()) + " knobs after the algorithm");
+    const std::string count = last_optional ? std::to_string(knobs.size() - 1) + " or " + std::to_string(knobs.size())
+                                            : std::to_string(knobs.size());
+    return bad("expected " + count + " knobs after the algorithm");
   }
   for (size_t i = 0; i + 1 < parts.size(); ++i) {
     std::string_view part = parts[i + 1];
@@ -160,7 +166,7 @@ int Variant::Complexity() const {
 size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
   for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm,
-                   v.dim_block, v.state_split, v.segment}) {
+                   v.order, v.dim_block, v.state_split, v.segment}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

@@ -241,8 +241,11 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
         if (threads % lanes != 0) continue;
         const int segments = threads / lanes;
         if (segments > kMaxSmemSegments || tile % segments != 0 || tile / segments < kMinSmemSteps) continue;
-        variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = vec, .threads = threads, .strip = strip,
-                            .tile = tile});
+        // order 1: tiles in block-index order, no ticket atomic at the block's start
+        for (int order : {0, 1}) {
+          variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = vec, .threads = threads, .strip = strip,
+                              .tile = tile, .order = order});
+        }
       }
     }
   }
@@ -386,8 +389,8 @@ std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, c
       return {Instance("linear_scan_fwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items}),
               Instance("linear_scan_bwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items})};
     case Algorithm::kLookbackSmem:
-      return {Instance("linear_scan_fwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile}),
-              Instance("linear_scan_bwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile})};
+      return {Instance("linear_scan_fwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile, v.order}),
+              Instance("linear_scan_bwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile, v.order})};
     case Algorithm::kLookbackPipe:
       // blocks_per_sm only sizes the grid: not a template argument.
       return {Instance("linear_scan_fwd_lookbackpipe", dtype, {v.vec, v.threads, v.strip, v.tile}),

@@ -418,8 +418,12 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
   }
 }
 
-// e) one tile per block.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward>
+// e) one tile per block. ORDER 0: the block's tile is an atomic ticket (tiles
+//    wait only on smaller tickets: no deadlock in any dispatch order); ORDER 1:
+//    its block index, which saves the ticket's round trip before the loads
+//    start and relies on blocks being dispatched in index order, as CUB's
+//    single-pass scans do.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int ORDER>
 __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
   constexpr int kSegs = THREADS / (STRIP / VEC);
@@ -436,18 +440,21 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   GridDependencyWait();
   LaunchDependents();
   unsigned* header = static_cast<unsigned*>(p.workspace);
-  if (threadIdx.x == 0) {
-    s_ticket[0] = atomicAdd(header, 1u);
-    s_ticket[1] = EpochTag(header);
+  long long ticket = blockIdx.x;
+  if constexpr (ORDER == 0) {
+    if (threadIdx.x == 0) s_ticket[0] = atomicAdd(header, 1u);
+    __syncthreads();
+    ticket = s_ticket[0];
   }
-  __syncthreads();
-  const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, s_ticket[0]);
-  const unsigned tag = s_ticket[1];
+  // The tag is first needed after the barrier below: its load overlaps the staging.
+  if (threadIdx.x == 0) s_ticket[1] = EpochTag(header);
+  const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, ticket);
 
   // 1. Stage the tile. Backward: a and dh in group 0, h_{t-1} in group 1.
   StageSmemTile<T, THREADS, STRIP, TILE, kBackward>(p, x, s_in);
   CpAsyncWait<kBackward ? 1 : 0>();
   __syncthreads();
+  const unsigned tag = s_ticket[1];
   ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0>(p, x, s_in, s_A, s_H, s_carry, tag,
                                                            threadIdx.x == 0 ? header : nullptr);
 }
@@ -524,14 +531,14 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
 
 }  // namespace scan
 
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS) linear_scan_fwd_lookbacksmem(const LinearScanParams p) {
-  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, false>(p);
+  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
 }
 
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS) linear_scan_bwd_lookbacksmem(const LinearScanParams p) {
-  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, true>(p);
+  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, true, ORDER>(p);
 }
 
 // The blocks-per-SM knob only sizes the grid (MakePlan); the kernel is the

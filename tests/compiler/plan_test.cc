@@ -290,8 +290,10 @@ TEST(NameExpressions, InstancesPerFamilyAndDtype) {
             "linear_scan_fwd_sequential<__half, 2, 64, 8>");
   EXPECT_EQ(NameExpressions(Parsed("chunked_v2_t128_c32"), Op::kLinearScan, DType::kF32).size(), 6u);
   EXPECT_EQ(NameExpressions(Parsed("lookbacksmem_v8_t128_c64_i256"), Op::kLinearScan, DType::kBF16),
-            (std::vector<std::string>{"linear_scan_fwd_lookbacksmem<__nv_bfloat16, 8, 128, 64, 256>",
-                                      "linear_scan_bwd_lookbacksmem<__nv_bfloat16, 8, 128, 64, 256>"}));
+            (std::vector<std::string>{"linear_scan_fwd_lookbacksmem<__nv_bfloat16, 8, 128, 64, 256, 0>",
+                                      "linear_scan_bwd_lookbacksmem<__nv_bfloat16, 8, 128, 64, 256, 0>"}));
+  EXPECT_EQ(NameExpressions(Parsed("lookbacksmem_v4_t128_c64_i256_o1"), Op::kLinearScan, DType::kBF16)[0],
+            "linear_scan_fwd_lookbacksmem<__nv_bfloat16, 4, 128, 64, 256, 1>");
   EXPECT_EQ(NameExpressions(Parsed("test_fault"), Op::kLinearScan, DType::kF32)[0],
             "linear_scan_fwd_test_fault<float>");
 }

@@ -46,6 +46,11 @@ TEST(VariantNames, KnownNamesParse) {
   EXPECT_EQ(smem->threads, 128);
   EXPECT_EQ(smem->strip, 64);
   EXPECT_EQ(smem->tile, 256);
+  EXPECT_EQ(smem->order, 0);
+  StatusOr<Variant> ordered = Variant::Parse("lookbacksmem_v4_t128_c64_i256_o1");
+  ASSERT_TRUE(ordered.ok());
+  EXPECT_EQ(ordered->order, 1);
+  EXPECT_EQ(ordered->Name(), "lookbacksmem_v4_t128_c64_i256_o1");
   StatusOr<Variant> pipe = Variant::Parse("lookbackpipe_v4_t256_c64_i128_b3");
   ASSERT_TRUE(pipe.ok());
   EXPECT_EQ(pipe->algorithm, Algorithm::kLookbackPipe);
@@ -71,7 +76,7 @@ TEST(VariantNames, BadNamesAreRejectedWithReasons) {
                         Case{"sequential_v-2_t128_p4", "positive integer"},
                         Case{"chunked_v2_t128_c", "must start with 'c'"},
                         Case{"chunked_v2_t12x_c64", "positive integer"},
-                        Case{"lookbacksmem_v8_t128_c64", "expected 4 knobs"},
+                        Case{"lookbacksmem_v8_t128_c64", "expected 4 or 5 knobs"},
                         Case{"lookbacksmem_v8_t128_s8_i256", "must start with 'c'"},
                         Case{"test_fault_v2", "unknown algorithm"}}) {
     StatusOr<Variant> parsed = Variant::Parse(c.name);
