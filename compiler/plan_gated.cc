@@ -268,8 +268,10 @@ class GatedPlannerImpl final : public OpPlanner {
       return InvalidArgument("tile " + std::to_string(tile) + " must be in [1, 4096] and a multiple of the " +
                              std::to_string(segments) + " segments");
     }
-    // samu's `lookback` kernels also hold the tile's (r_t, i_t) in static shared memory.
-    const int64_t static_shared = IsHeld(v) && IsSamu(problem.op) ? int64_t{tile} * 8 : 0;
+    // The `lookback` / `fused` kernels hold the strip's decay constants (at most 2 x strip
+    // floats, DecayConstBytes) and samu's the tile's (r_t, i_t) in static shared memory.
+    const int64_t static_shared =
+        IsHeld(v) ? (IsSamu(problem.op) ? int64_t{tile} * 8 : 0) + 2 * int64_t{strip} * 4 : 0;
     const int64_t shared = static_shared +
                            std::max(HasFwd(problem.mode) ? FwdSmem(v, problem.op, problem.dtype) : 0,
                                     HasBwd(problem.mode) ? BwdSmem(v, problem.op, problem.dtype) : 0);

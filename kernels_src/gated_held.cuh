@@ -119,6 +119,32 @@ __device__ __forceinline__ void OnInterior(bool interior, F&& f) {
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int kIn>
 using HeldPlan = SmemPlan<T, VEC, THREADS, STRIP, TILE, kIn, false>;
 
+// The block's per-channel decay constants, -8 softplus(lambda) and (NC = 2,
+// backward) DecayRatio(lambda), computed once per channel by the first
+// segment's threads into s_chan instead of by every segment: both are
+// accurate expf / log1pf, ~40-100 instructions per channel, which the
+// other kSegs - 1 segments repeated. The caller's next __syncthreads
+// publishes them; ReadDecayConsts after it.
+template <int VEC, int NC, int STRIP>
+__device__ __forceinline__ void WriteDecayConsts(const float* lambda, const Lanes& l, bool first_seg, int lane,
+                                                 float (&s_chan)[NC][STRIP]) {
+  if (!first_seg) return;
+  float v[VEC];
+  LoadChannels(v, lambda, l);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    s_chan[0][lane * VEC + j] = -kC * SoftplusAccurate(v[j]);
+    if constexpr (NC > 1) s_chan[1][lane * VEC + j] = DecayRatio(v[j]);
+  }
+}
+template <int NC, int VEC, int STRIP>
+__device__ __forceinline__ void ReadDecayConsts(const float (&s_chan)[NC][STRIP], int lane, int k, float (&v)[VEC]) {
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) v[j] = s_chan[k][lane * VEC + j];
+}
+// Static shared memory of the decay constants (the plans count it).
+constexpr int DecayConstBytes(int strip, bool bwd) { return (bwd ? 2 : 1) * strip * 4; }
+
 // ---- rglru ------------------------------------------------------------------------
 
 // Forward: stages ga, gx, x (6 B per element at bf16); each thread's (a, b)
@@ -149,13 +175,13 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   const int seg = tid / kLanes;
   const long long c0 = x.c_strip + lane * VEC;
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, RgLruAligned<T, VEC>(p, false));
+  __shared__ float s_chan[1][STRIP];
+  WriteDecayConsts<VEC>(p.lambda, l, seg == 0, lane, s_chan);
   float sp[VEC], carry0[VEC];
-  LoadChannels(sp, p.lambda, l);
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]);
   LoadState(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
   CpAsyncWait<0>();
   __syncthreads();
+  ReadDecayConsts(s_chan, lane, 0, sp);
 
   auto pack_at = [&](int input, int row) -> const Pack<T, VEC>& {
     return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
@@ -248,17 +274,15 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   const int seg = tid / kLanes;
   const long long c0 = x.c_strip + lane * VEC;
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, RgLruAligned<T, VEC>(p, true));
+  __shared__ float s_chan[2][STRIP];
+  WriteDecayConsts<VEC>(p.lambda, l, seg == 0, lane, s_chan);
   float sp[VEC], ratio[VEC], h0v[VEC], zero[VEC];
-  LoadChannels(sp, p.lambda, l);
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    ratio[j] = DecayRatio(sp[j]);
-    sp[j] = -kC * SoftplusAccurate(sp[j]);
-  }
   LoadState(h0v, p.h0 != nullptr ? p.h0 + x.b * p.width : nullptr, l);
   Fill(zero, 0.0f);
   CpAsyncWait<1>();
   __syncthreads();
+  ReadDecayConsts(s_chan, lane, 0, sp);
+  ReadDecayConsts(s_chan, lane, 1, ratio);
 
   auto pack_at = [&](int input, int row) -> const Pack<T, VEC>& {
     return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
@@ -667,6 +691,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   }
   // sp and beta now; gamma only after the look-back (fewer live registers
   // through it: the forward of twice the tile holds 32 fp32 b's).
+  // (sp per thread: shared as in rglru it spilled 4 bytes in fused_d16_s32_c512; one constant, ~1
+  // instruction per element.)
   float sp[VEC], beta[VEC];
   LoadChannels(sp, p.lambda, l);
   LoadChannels(beta, p.beta, l);
@@ -783,15 +809,18 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   for (int r = threadIdx.x; r < TILE; r += THREADS) {
     s_ri[r] = x.base + r >= 0 ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
   }
-  SamuChannels<VEC> ch;
-  ch.Load(p, l, true);
+  __shared__ float s_chan[2][STRIP];
+  WriteDecayConsts<VEC>(p.lambda, l, seg == 0, lane, s_chan);
+  SamuChannels<VEC> ch;  // sp (times -8) and ratio from s_chan, beta and gamma loaded
+  LoadChannels(ch.beta, p.beta, l);
+  LoadChannels(ch.gamma, p.gamma, l);
   float h0v[VEC], zero[VEC];
   LoadState(h0v, p.h0 != nullptr ? p.h0 + x.b * p.width : nullptr, l);
   Fill(zero, 0.0f);
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) ch.sp[j] *= -kC;
   CpAsyncWait<1>();
   __syncthreads();
+  ReadDecayConsts(s_chan, lane, 0, ch.sp);
+  ReadDecayConsts(s_chan, lane, 1, ch.ratio);
 
   auto pack_at = [&](int input, int row) -> const Pack<T, VEC>& {
     return *reinterpret_cast<const Pack<T, VEC>*>(s_in + (input * TILE + row) * STRIP + lane * VEC);
@@ -1020,11 +1049,11 @@ constexpr int HeldMinBlocksBwd(int threads, int vec, int strip, int tile, int in
 }
 template <typename T>
 constexpr int RgLruMinBlocksBwd(int threads, int vec, int strip, int tile) {
-  return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 5, 0, false);
+  return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 5, DecayConstBytes(strip, true), false);
 }
 template <typename T>
 constexpr int SamuMinBlocksBwd(int threads, int vec, int strip, int tile) {
-  return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 3, tile * 8,
+  return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 3, tile * 8 + DecayConstBytes(strip, true),
                              (tile / (threads / (strip / vec))) * vec <= 16);
 }
 }  // namespace gated
