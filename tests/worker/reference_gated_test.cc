@@ -5,10 +5,12 @@
 // loss sum(out * w) + sum(h_final * w2). Deterministic: fixed seeds.
 #include "worker/reference_gated.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -547,6 +549,485 @@ TEST(GatedReferenceTest, FloorBytes) {
   EXPECT_EQ(SamuFloorBytes(s, Mode::kFwdBwd, 2, kStoreH, false, false),
             SamuFloorBytes(s, Mode::kFwd, 2, kStoreH, false, false) + 2 * n +
                 SamuFloorBytes(s, Mode::kBwd, 2, kStoreH, false, false));
+}
+
+
+// ======================= samu `fused` kernels, emulated =======================
+//
+// A float64 emulation of the `fused` family (kernels_src/gated_held.cuh:
+// SamuForwardHeld / SamuBackwardHeld with FUSED, SamuMeetForward,
+// SamuMeetBackward; CombineAndLookBack and TakeTicket in gated_scan.cuh),
+// block by block with the kernels' index math: tickets (tile-slowest), the
+// zero rows StageRows stages past the edges, the segments' composition,
+// the decoupled look-back's flags, both meetings (per-(token, strip) sums,
+// the last block's fixed-order reduction over MeetParts threads per row,
+// the counter's top bit, dm_t / W over strip 0's slot), the per-(b, tile)
+// controller rows and parameter partials. A block is a state machine that
+// stops wherever the kernel spins; a scheduler keeps `cap` blocks resident,
+// starts new ones in blockIdx order as slots free, and steps the residents
+// in random order. Checks: the results match the float64 reference, and no
+// schedule deadlocks while strips <= cap (CanImplement: strips <= SMs),
+// while some do when strips > cap.
+namespace fused_emulation {
+
+constexpr unsigned kMet = 0x80000000u;
+
+int MeetParts(int threads, int tile) {
+  int parts = 1;
+  while (parts * 2 <= 32 && parts * 2 * tile <= threads) parts *= 2;
+  return parts;
+}
+
+struct Geometry {
+  int strip, segs, tile;
+  int Steps() const { return tile / segs; }
+  int Threads() const { return strip / 2 * segs; }
+};
+
+struct Emulator {
+  Shape s;
+  const SamuData& d;
+  Geometry g;
+  int64_t tiles, strips, seqs;
+  std::vector<double> sp, ratio;  // -8 softplus(lambda), sigmoid / softplus
+  // Workspace and outputs (NaN until written).
+  std::vector<double> tok;                   // [token][strip][3]
+  std::vector<unsigned> counter;             // [b][tile]
+  std::vector<int> flag;                     // [seq][tile]: 0, 1 aggregate, 2 inclusive
+  std::vector<std::vector<double>> agg_a, agg_h, incl;  // [seq * tiles + tile][strip]
+  std::vector<double> h, y, ctrl, h_final, dx, param, ctrl_rows, dh0;
+  unsigned ticket = 0;
+  bool backward = false;
+
+  Emulator(const Shape& shape, const SamuData& data, Geometry geometry) : s(shape), d(data), g(geometry) {
+    tiles = (s.length + g.tile - 1) / g.tile;
+    strips = (s.width + g.strip - 1) / g.strip;
+    seqs = s.batch * strips;
+    for (int64_t c = 0; c < s.width; ++c) {
+      sp.push_back(-kGatedC * GatedSoftplus(d.lambda[c]));
+      ratio.push_back(GatedSigmoid(d.lambda[c]) / GatedSoftplus(d.lambda[c]));
+    }
+    const double nan = std::nan("");
+    h.assign(s.elements(), nan);
+    y.assign(s.elements(), nan);
+    dx.assign(s.elements(), nan);
+    ctrl.assign(2 * s.batch * s.length, nan);
+    h_final.assign(s.batch * s.width, nan);
+    dh0.assign(s.batch * s.width, nan);
+    param.assign(s.batch * tiles * 3 * s.width, nan);
+    ctrl_rows.assign(s.batch * tiles * 4, nan);
+  }
+  void ResetPhase(bool bwd) {  // the plan zeroes the prefix (ticket, flags, counters) before each phase
+    backward = bwd;
+    ticket = 0;
+    counter.assign(s.batch * tiles, 0u);
+    flag.assign(seqs * tiles, 0);
+    agg_a.assign(seqs * tiles, {});
+    agg_h.assign(seqs * tiles, {});
+    incl.assign(seqs * tiles, {});
+    tok.assign(s.batch * s.length * strips * 3, std::nan(""));
+  }
+  double& Tok(int64_t b, int64_t t, int64_t strip, int n) {
+    return tok[static_cast<size_t>(((b * s.length + t) * strips + strip) * 3 + n)];
+  }
+};
+
+// One block of either scan; Step() advances it as far as it can without
+// waiting and returns whether it did anything.
+struct Block {
+  Emulator* e;
+  int phase = 0;
+  int64_t tile = 0, seq = 0, b = 0, strip = 0, c0 = 0, base = 0;
+  bool last = false;
+  std::vector<double> xs, dys, hs;          // staged [row][strip]
+  std::vector<double> ri;                   // [row][2]
+  std::vector<double> a, bb;                // per element of the tile
+  std::vector<double> seg_a, seg_h;         // exclusive segment prefixes [seg][strip]
+  std::vector<double> tot_a, tot_h, carry;  // the tile's map, the carry-in
+  std::vector<double> acc_a, acc_h;         // look-back accumulation
+  int64_t k = 0;                            // look-back position
+  std::vector<double> slot;                 // bwd: the dx parts [row][strip]
+
+  bool Done() const { return phase == 99; }
+  int64_t Rows() const { return e->g.tile; }
+  int64_t W() const { return e->g.strip; }
+  double Channel(const std::vector<double>& v, int64_t j) const { return c0 + j < e->s.width ? v[c0 + j] : 0.0; }
+  void Stage(std::vector<double>& dst, std::span<const double> src, int shift) {
+    dst.assign(Rows() * W(), 0.0);
+    for (int64_t r = 0; r < Rows(); ++r) {
+      const int64_t t = base + r - shift;
+      if (t < 0 || t >= e->s.length) continue;
+      for (int64_t j = 0; j < W() && c0 + j < e->s.width; ++j) dst[r * W() + j] = src[At(e->s, b, t, c0 + j)];
+    }
+  }
+  void Take() {
+    const unsigned tk = e->ticket++;
+    tile = tk / e->seqs;
+    seq = tk % e->seqs;
+    b = seq / e->strips;
+    strip = seq % e->strips;
+    c0 = strip * W();
+    base = e->backward ? e->s.length - (tile + 1) * Rows() : tile * Rows();
+  }
+  // Row r of segment sg, step i: forward rows ascend, backward rows descend.
+  int64_t RowOf(int64_t sg, int64_t i) const {
+    const int64_t k2 = sg * e->g.Steps() + i;
+    return e->backward ? Rows() - 1 - k2 : k2;
+  }
+  // The segments' maps, their exclusive prefixes, and the tile's map.
+  void Compose(const std::function<double(int64_t, int64_t)>& in_h) {
+    seg_a.assign(e->g.segs * W(), 1.0);
+    seg_h.assign(e->g.segs * W(), 0.0);
+    tot_a.assign(W(), 1.0);
+    tot_h.assign(W(), 0.0);
+    for (int64_t sg = 0; sg < e->g.segs; ++sg) {
+      for (int64_t j = 0; j < W(); ++j) {
+        double A = 1.0, H = 0.0;
+        for (int64_t i = 0; i < e->g.Steps(); ++i) {
+          const int64_t r = RowOf(sg, i);
+          A *= a[r * W() + j];
+          H = a[r * W() + j] * H + in_h(r, j) * (e->backward ? a[r * W() + j] : 1.0);
+        }
+        seg_a[sg * W() + j] = tot_a[j];
+        seg_h[sg * W() + j] = tot_h[j];
+        tot_h[j] = A * tot_h[j] + H;
+        tot_a[j] *= A;
+      }
+    }
+  }
+  void PublishAggregate() {
+    const int64_t slot_tile = seq * e->tiles + tile;
+    if (tile == 0) return;
+    e->agg_a[slot_tile] = tot_a;
+    e->agg_h[slot_tile] = tot_h;
+    e->flag[slot_tile] = 1;
+    acc_a.assign(W(), 1.0);
+    acc_h.assign(W(), 0.0);
+    k = tile - 1;
+  }
+  // The look-back; false while the tile it waits on has published nothing.
+  bool LookBack(const std::vector<double>& carry0) {
+    const int64_t slot_tile = seq * e->tiles + tile;
+    if (tile == 0) {
+      carry = carry0;
+    } else {
+      for (;; --k) {
+        const int64_t other = seq * e->tiles + k;
+        if (e->flag[other] == 0) return false;
+        if (e->flag[other] == 2) {
+          carry.assign(W(), 0.0);
+          for (int64_t j = 0; j < W(); ++j) carry[j] = acc_a[j] * e->incl[other][j] + acc_h[j];
+          break;
+        }
+        for (int64_t j = 0; j < W(); ++j) {
+          acc_h[j] = acc_a[j] * e->agg_h[other][j] + acc_h[j];
+          acc_a[j] *= e->agg_a[other][j];
+        }
+      }
+    }
+    e->incl[slot_tile].assign(W(), 0.0);
+    for (int64_t j = 0; j < W(); ++j) e->incl[slot_tile][j] = tot_a[j] * carry[j] + tot_h[j];
+    e->flag[slot_tile] = 2;
+    return true;
+  }
+  unsigned& Counter() { return e->counter[b * e->tiles + tile]; }
+  bool Arrive() { return ++Counter() == static_cast<unsigned>(e->strips); }
+
+  bool StepForward() {
+    const Shape& s = e->s;
+    const SamuController& cc = e->d.ctrl;
+    switch (phase) {
+      case 0: {  // ticket, staging, row sums, arrival; the last block reduces
+        Take();
+        Stage(xs, e->d.x, 0);
+        for (int64_t r = 0; r < Rows(); ++r) {
+          if (base + r >= s.length) continue;
+          double sum = 0.0;
+          for (int64_t j = 0; j < W(); ++j) sum += xs[r * W() + j];
+          e->Tok(b, base + r, strip, 2) = sum;
+        }
+        ri.assign(2 * Rows(), 0.0);
+        last = Arrive();
+        if (last) {
+          const int parts = MeetParts(e->g.Threads(), e->g.tile);
+          for (int64_t r = 0; r < Rows(); ++r) {
+            const int64_t t = base + r;
+            if (t >= s.length) continue;
+            double sum = 0.0;
+            for (int part = 0; part < parts; ++part) {
+              for (int64_t q = part; q < e->strips; q += parts) sum += e->Tok(b, t, q, 2);
+            }
+            const double m = sum / static_cast<double>(s.width);
+            ri[2 * r] = GatedSigmoid(cc.w_r * m + cc.b_r);
+            ri[2 * r + 1] = GatedSigmoid(cc.w_i * m + cc.b_i);
+            e->ctrl[2 * (b * s.length + t)] = ri[2 * r];
+            e->ctrl[2 * (b * s.length + t) + 1] = ri[2 * r + 1];
+          }
+          Counter() = kMet;
+        }
+        phase = 1;
+        return true;
+      }
+      case 1: {  // wait for the group, local pass, aggregate
+        if (!last) {
+          if ((Counter() & kMet) == 0) return false;
+          for (int64_t r = 0; r < Rows(); ++r) {
+            const int64_t t = base + r;
+            if (t < s.length) {
+              ri[2 * r] = e->ctrl[2 * (b * s.length + t)];
+              ri[2 * r + 1] = e->ctrl[2 * (b * s.length + t) + 1];
+            }
+          }
+        }
+        a.assign(Rows() * W(), 1.0);
+        bb.assign(Rows() * W(), 0.0);
+        for (int64_t r = 0; r < Rows(); ++r) {
+          if (base + r >= s.length) continue;
+          for (int64_t j = 0; j < W(); ++j) {
+            const double la = Channel(e->sp, j) * ri[2 * r];
+            a[r * W() + j] = std::exp(la);
+            bb[r * W() + j] = GatedInputScale(la) * ri[2 * r + 1] * Channel(e->d.beta, j) * xs[r * W() + j];
+          }
+        }
+        Compose([&](int64_t r, int64_t j) { return bb[r * W() + j]; });
+        PublishAggregate();
+        phase = 2;
+        return true;
+      }
+      case 2: {  // look-back, rescan, stores
+        std::vector<double> carry0(W(), 0.0);
+        if (!e->d.h0.empty()) {
+          for (int64_t j = 0; j < W(); ++j) carry0[j] = Channel(std::vector<double>(
+              e->d.h0.begin() + b * s.width, e->d.h0.begin() + (b + 1) * s.width), j);
+        }
+        if (!LookBack(carry0)) return false;
+        for (int64_t sg = 0; sg < e->g.segs; ++sg) {
+          for (int64_t j = 0; j < W() && c0 + j < s.width; ++j) {
+            double st = seg_a[sg * W() + j] * carry[j] + seg_h[sg * W() + j];
+            for (int64_t i = 0; i < e->g.Steps(); ++i) {
+              const int64_t r = RowOf(sg, i), t = base + r;
+              st = a[r * W() + j] * st + bb[r * W() + j];
+              if (t >= s.length) continue;
+              e->h[At(s, b, t, c0 + j)] = st;
+              e->y[At(s, b, t, c0 + j)] = e->d.gamma[c0 + j] * st;
+              if (t == s.length - 1) e->h_final[b * s.width + c0 + j] = st;
+            }
+          }
+        }
+        phase = 99;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool StepBackward() {
+    const Shape& s = e->s;
+    const SamuController& cc = e->d.ctrl;
+    switch (phase) {
+      case 0: {  // ticket, staging, local pass, aggregate
+        Take();
+        Stage(dys, e->d.w, 0);
+        Stage(xs, e->d.x, 0);
+        Stage(hs, e->h, 1);
+        ri.assign(2 * Rows(), 0.0);
+        a.assign(Rows() * W(), 1.0);
+        for (int64_t r = 0; r < Rows(); ++r) {
+          const int64_t t = base + r;
+          if (t < 0) continue;
+          ri[2 * r] = e->ctrl[2 * (b * s.length + t)];
+          ri[2 * r + 1] = e->ctrl[2 * (b * s.length + t) + 1];
+          for (int64_t j = 0; j < W(); ++j) a[r * W() + j] = std::exp(Channel(e->sp, j) * ri[2 * r]);
+        }
+        Compose([&](int64_t r, int64_t j) { return Channel(e->d.gamma, j) * dys[r * W() + j]; });
+        PublishAggregate();
+        phase = 1;
+        return true;
+      }
+      case 1: {  // look-back, rescan (dx parts kept), token sums, partials, arrival
+        if (!LookBack(std::vector<double>(W(), 0.0))) return false;
+        slot.assign(Rows() * W(), 0.0);
+        std::vector<double> acc(3 * W(), 0.0);
+        for (int64_t sg = 0; sg < e->g.segs; ++sg) {
+          std::vector<double> u(W());
+          for (int64_t j = 0; j < W(); ++j) u[j] = seg_a[sg * W() + j] * carry[j] + seg_h[sg * W() + j];
+          for (int64_t i = 0; i < e->g.Steps(); ++i) {
+            const int64_t r = RowOf(sg, i), t = base + r;
+            double sums[3] = {0.0, 0.0, 0.0};
+            for (int64_t j = 0; j < W(); ++j) {
+              const double la = Channel(e->sp, j) * ri[2 * r];
+              const double av = t >= 0 ? std::exp(la) : 1.0;
+              const double sc = GatedInputScale(la), q = sc > 0 ? la / sc : 0.0;
+              const double hprev = t > 0 ? hs[r * W() + j]
+                                         : (e->d.h0.empty() || c0 + j >= s.width ? 0.0 : e->d.h0[b * s.width + c0 + j]);
+              const double xv = xs[r * W() + j], dy = dys[r * W() + j], beta = Channel(e->d.beta, j);
+              const double gg = Channel(e->d.gamma, j) * dy + u[j];
+              const double v = ri[2 * r + 1] * beta * xv;
+              const double big_g = gg * (av * hprev * la - v * av * av * q);
+              const double gs = gg * sc;
+              acc[j] += big_g * Channel(e->ratio, j);
+              acc[W() + j] += gs * ri[2 * r + 1] * xv;
+              acc[2 * W() + j] += dy * (av * hprev + sc * v);
+              sums[0] += big_g;
+              sums[1] += gs * beta * xv;
+              sums[2] += xv;
+              u[j] = av * gg;
+              slot[r * W() + j] = gs * ri[2 * r + 1] * beta;
+              if (t == 0 && c0 + j < s.width) e->dh0[b * s.width + c0 + j] = u[j];
+            }
+            if (t >= 0) {
+              for (int n = 0; n < 3; ++n) e->Tok(b, t, strip, n) = sums[n];
+            }
+          }
+        }
+        for (int n = 0; n < 3; ++n) {
+          for (int64_t j = 0; j < W() && c0 + j < s.width; ++j) {
+            e->param[((b * e->tiles + tile) * 3 + n) * s.width + c0 + j] = acc[n * W() + j];
+          }
+        }
+        last = Arrive();
+        if (last) {
+          const int parts = MeetParts(e->g.Threads(), e->g.tile);
+          double contrib[4] = {0.0, 0.0, 0.0, 0.0};
+          for (int64_t r = 0; r < Rows(); ++r) {
+            const int64_t t = base + r;
+            if (t < 0) continue;
+            double sum[3] = {0.0, 0.0, 0.0};
+            for (int part = 0; part < parts; ++part) {
+              for (int64_t q = part; q < e->strips; q += parts) {
+                for (int n = 0; n < 3; ++n) sum[n] += e->Tok(b, t, q, n);
+              }
+            }
+            const double m = sum[2] / static_cast<double>(s.width);
+            const double zr = cc.w_r * m + cc.b_r, zi = cc.w_i * m + cc.b_i;
+            const double dz_r = sum[0] * GatedSigmoid(-zr);
+            const double dz_i = sum[1] * GatedSigmoid(zi) * GatedSigmoid(-zi);
+            e->Tok(b, t, 0, 0) = (cc.w_r * dz_r + cc.w_i * dz_i) / static_cast<double>(s.width);
+            contrib[0] += dz_r * m;
+            contrib[1] += dz_r;
+            contrib[2] += dz_i * m;
+            contrib[3] += dz_i;
+          }
+          for (int n = 0; n < 4; ++n) e->ctrl_rows[(b * e->tiles + tile) * 4 + n] = contrib[n];
+          Counter() = kMet;
+        }
+        phase = 2;
+        return true;
+      }
+      case 2: {  // wait for the group; dx = part + dm_t / W, stored once
+        if (!last && (Counter() & kMet) == 0) return false;
+        for (int64_t r = 0; r < Rows(); ++r) {
+          const int64_t t = base + r;
+          if (t < 0) continue;
+          const double share = e->Tok(b, t, 0, 0);
+          for (int64_t j = 0; j < W() && c0 + j < s.width; ++j) e->dx[At(s, b, t, c0 + j)] = slot[r * W() + j] + share;
+        }
+        phase = 99;
+        return true;
+      }
+    }
+    return false;
+  }
+  bool Step() { return e->backward ? StepBackward() : StepForward(); }
+};
+
+// Runs one phase's grid; false if a whole round of the residents made no progress.
+bool RunGrid(Emulator& e, bool backward, int cap, std::mt19937& rng) {
+  e.ResetPhase(backward);
+  const int64_t blocks = e.seqs * e.tiles;
+  std::vector<Block> resident;
+  int64_t next = 0;
+  while (next < blocks || !resident.empty()) {
+    while (static_cast<int>(resident.size()) < cap && next < blocks) {
+      resident.push_back(Block{&e});
+      ++next;
+    }
+    std::vector<size_t> order(resident.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    bool progress = false;
+    for (size_t i : order) progress = resident[i].Step() || progress;
+    if (!progress) return false;
+    std::erase_if(resident, [](const Block& blk) { return blk.Done(); });
+  }
+  return true;
+}
+
+double MaxRelErr(const std::vector<double>& got, const std::vector<double>& want) {
+  double err = 0.0, scale = 0.0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(got[i])) return INFINITY;
+    err = std::max(err, std::fabs(got[i] - want[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  return scale > 0 ? err / scale : err;
+}
+
+}  // namespace fused_emulation
+
+TEST(SamuFusedEmulation, MatchesTheReferenceUnderRandomSchedules) {
+  using namespace fused_emulation;
+  struct Run {
+    Case c;
+    Geometry g;
+    int cap;
+  };
+  for (const Run& run : {Run{{{1, 1, 1}, false}, {64, 8, 64}, 4}, Run{{{2, 7, 33}, true}, {16, 4, 8}, 8},
+                         Run{{{3, 50, 100}, true}, {32, 4, 16}, 5}, Run{{{2, 100, 70}, false}, {16, 2, 8}, 6},
+                         Run{{{1, 200, 64}, true}, {16, 8, 32}, 4}, Run{{{2, 37, 130}, true}, {32, 16, 32}, 9},
+                         Run{{{2, 64, 40}, false}, {8, 4, 16}, 5}}) {
+    for (uint32_t seed = 0; seed < 3; ++seed) {
+      const Shape& s = run.c.shape;
+      SCOPED_TRACE(CaseName(::testing::TestParamInfo<Case>(run.c, 0)) + " strip " + std::to_string(run.g.strip) +
+                   " tile " + std::to_string(run.g.tile) + " seed " + std::to_string(seed));
+      const SamuData d = MakeSamu(run.c, 40 + seed);
+      const StatusOr<SamuForwardRef> f = SamuForward(s, d.In());
+      ASSERT_TRUE(f.ok());
+      const StatusOr<SamuBackwardRef> bw = SamuBackward(s, d.In(), f->h, d.w, {});
+      ASSERT_TRUE(bw.ok());
+      Emulator e(s, d, run.g);
+      std::mt19937 rng(seed);
+      ASSERT_TRUE(RunGrid(e, false, run.cap, rng));
+      ASSERT_TRUE(RunGrid(e, true, run.cap, rng));
+      std::vector<double> dl(s.width, 0.0), db(s.width, 0.0), dg(s.width, 0.0), dc(4, 0.0);
+      for (int64_t part = 0; part < s.batch * e.tiles; ++part) {
+        for (int64_t c = 0; c < s.width; ++c) {
+          dl[c] += e.param[(part * 3 + 0) * s.width + c];
+          db[c] += e.param[(part * 3 + 1) * s.width + c];
+          dg[c] += e.param[(part * 3 + 2) * s.width + c];
+        }
+        for (int n = 0; n < 4; ++n) dc[n] += e.ctrl_rows[part * 4 + n];
+      }
+      constexpr double kTol = 1e-12;
+      EXPECT_LE(MaxRelErr(e.h, f->h), kTol);
+      EXPECT_LE(MaxRelErr(e.y, f->y), kTol);
+      EXPECT_LE(MaxRelErr(e.ctrl, f->control), kTol);
+      EXPECT_LE(MaxRelErr(e.h_final, f->h_final), kTol);
+      EXPECT_LE(MaxRelErr(e.dx, bw->dx), kTol);
+      EXPECT_LE(MaxRelErr(dl, bw->dlambda), kTol);
+      EXPECT_LE(MaxRelErr(db, bw->dbeta), kTol);
+      EXPECT_LE(MaxRelErr(dg, bw->dgamma), kTol);
+      EXPECT_LE(MaxRelErr(dc, {bw->dctrl.w_r, bw->dctrl.b_r, bw->dctrl.w_i, bw->dctrl.b_i}), kTol);
+      EXPECT_LE(MaxRelErr(e.dh0, bw->dh0), kTol);
+    }
+  }
+}
+
+// strips <= resident blocks: every schedule finishes; strips > resident: the
+// first group cannot assemble (CanImplement's strips <= SMs is needed).
+TEST(SamuFusedEmulation, DeadlockFreeExactlyWhenAGroupFitsResident) {
+  using namespace fused_emulation;
+  const Case c{{1, 40, 64}, true};
+  const SamuData d = MakeSamu(c, 7);
+  int hung = 0;
+  for (uint32_t seed = 0; seed < 10; ++seed) {
+    std::mt19937 rng(seed);
+    Emulator fits(c.shape, d, {8, 4, 8});  // 8 strips
+    EXPECT_TRUE(RunGrid(fits, false, 8, rng) && RunGrid(fits, true, 8, rng)) << "seed " << seed;
+    Emulator tight(c.shape, d, {8, 4, 8});
+    hung += RunGrid(tight, false, 4, rng) ? 0 : 1;
+  }
+  EXPECT_EQ(hung, 10);
 }
 
 }  // namespace
