@@ -290,6 +290,10 @@ class GatedPlannerImpl final : public OpPlanner {
                                " strips of a time tile resident at once, more than the " +
                                std::to_string(device.sm_count) + " SMs");
     }
+    if (IsFused(variant)) {
+      RETURN_IF_ERROR(CheckGrid(s.batch, kMaxGridY, "fused grid.y (batch)"));
+      RETURN_IF_ERROR(CheckGrid(lay.tiles, kMaxGridY, "fused grid.z (time tiles)"));
+    }
     if (lay.seqs * lay.tiles > kMaxTickets) {
       return ResourceExhausted(std::string(AlgorithmName(v.algorithm)) + " needs " + std::to_string(lay.seqs * lay.tiles) + " tiles, over 2^30");
     }
@@ -358,13 +362,14 @@ class GatedPlannerImpl final : public OpPlanner {
       return nullptr;
     };
     LaunchPlan plan;
-    auto add = [&](Role role, const char* phase, int64_t grid_x, int64_t grid_y, int threads, int64_t shared) {
+    auto add = [&](Role role, const char* phase, int64_t grid_x, int64_t grid_y, int threads, int64_t shared,
+                   int64_t grid_z = 1) {
       const std::string* name = name_of(role);
       if (name == nullptr) return;
       Launch launch;
       launch.name_expression = *name;
       launch.phase = phase;
-      launch.grid = {static_cast<uint32_t>(grid_x), static_cast<uint32_t>(grid_y), 1};
+      launch.grid = {static_cast<uint32_t>(grid_x), static_cast<uint32_t>(grid_y), static_cast<uint32_t>(grid_z)};
       launch.block = {static_cast<uint32_t>(threads), 1, 1};
       launch.shared_bytes = static_cast<uint32_t>(shared);
       plan.launches.push_back(std::move(launch));
@@ -373,14 +378,21 @@ class GatedPlannerImpl final : public OpPlanner {
     const int64_t token_blocks = CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock);
     const int64_t finalize_blocks = CeilDiv(s.width, 32) + (samu ? 1 : 0);
     const int threads = HeldOf(v).threads;
-    const int64_t scan_x = sequential ? CeilDiv(CeilDiv(s.width, v.vec), v.threads) : lay.seqs * lay.tiles;
-    const int64_t scan_y = sequential ? s.batch : 1;
+    // fused: a (strips, B, tiles) grid whose linear block order is the ticket order (BlockTile).
+    const bool fused = IsFused(v);
+    const int64_t scan_x = sequential ? CeilDiv(CeilDiv(s.width, v.vec), v.threads)
+                           : fused    ? lay.strips
+                                      : lay.seqs * lay.tiles;
+    const int64_t scan_y = sequential ? s.batch : fused ? s.batch : 1;
+    const int64_t scan_z = fused ? lay.tiles : 1;
     if (HasFwd(problem.mode)) {
       add(Role::kControl, "fwd", token_blocks, 1, gated::kFixupThreads, 0);
-      add(Role::kFwdScan, "fwd", scan_x, scan_y, threads, sequential ? 0 : FwdSmem(v, problem.op, problem.dtype));
+      add(Role::kFwdScan, "fwd", scan_x, scan_y, threads, sequential ? 0 : FwdSmem(v, problem.op, problem.dtype),
+          scan_z);
     }
     if (HasBwd(problem.mode)) {
-      add(Role::kBwdScan, "bwd", scan_x, scan_y, threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype));
+      add(Role::kBwdScan, "bwd", scan_x, scan_y, threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype),
+          scan_z);
       add(Role::kFixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
       add(Role::kFinalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
     }

@@ -485,7 +485,9 @@ __device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
 // re-read every strip's sums, was quadratic).
 //
 // No deadlock (bench/NOTES.md "rglru/samu v3"): the strips of a group hold
-// consecutive tickets; a block waits only for (i) earlier tiles of its strip
+// consecutive tickets (the forward's blockIdx order on its (strips, B,
+// tiles) grid, the order blocks are dispatched in; the backward's atomic
+// tickets); a block waits only for (i) earlier tiles of its strip
 // (look-back) and (ii) the blocks of its own group. Take the first group
 // (ticket order) with an unfinished block. If all its tickets are taken,
 // every member reaches its arrival (before it only (i), on finished groups),
@@ -671,7 +673,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
   const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED);
-  const TileIndex x = TakeTicket<STRIP, TILE, false>(p.workspace, s_ticket, p.batch, p.length, p.width);
+  const TileIndex x = FUSED ? BlockTile<STRIP, TILE, false>(p.length)
+                             : TakeTicket<STRIP, TILE, false>(p.workspace, s_ticket, p.batch, p.length, p.width);
   StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
                                      ChunkAligned<T>(p.x, p.width));
   CpAsyncCommit();

@@ -267,6 +267,23 @@ __device__ __forceinline__ TileIndex TakeTicket(void* workspace, unsigned* s_tic
   return x;
 }
 
+// The tile of a block launched on a (strips, B, tiles) grid (the `fused`
+// family): blockIdx in linear order (x fastest) is the ticket order, and
+// blocks are dispatched in that order (what CUB's single-pass scans rely
+// on), so there is no ticket atomic and its round trip before the loads, no
+// barrier after it, and no 64-bit division (two calls of ~70 instructions).
+template <int STRIP, int TILE, bool kBackward>
+__device__ __forceinline__ TileIndex BlockTile(long long length) {
+  TileIndex x;
+  x.strip = blockIdx.x;
+  x.b = blockIdx.y;
+  x.tile = blockIdx.z;
+  x.seq = x.b * gridDim.x + x.strip;
+  x.c_strip = x.strip * STRIP;
+  x.base = kBackward ? length - (x.tile + 1) * TILE : x.tile * TILE;
+  return x;
+}
+
 // Combines the segments' maps (A, H) of the block, publishes the tile's
 // aggregate, looks back over earlier tiles of the same (b, strip), publishes
 // the inclusive state and returns in `s` this thread's carry-in (the state

@@ -197,15 +197,21 @@ TEST(GatedPlan, SeedShapes) {
           EXPECT_EQ(fwd_scan.grid[1], static_cast<uint32_t>(s.batch));
           EXPECT_EQ(plan->workspace_zero_bytes, 0u);
         } else {
-          EXPECT_EQ(fwd_scan.grid[0],
-                    static_cast<uint32_t>(s.batch * CeilDiv(s.width, strip) * CeilDiv(s.length, tile)));
+          if (fused) {  // (strips, B, tiles): linear block order = ticket order
+            EXPECT_EQ(fwd_scan.grid[0], static_cast<uint32_t>(CeilDiv(s.width, strip)));
+            EXPECT_EQ(fwd_scan.grid[1], static_cast<uint32_t>(s.batch));
+            EXPECT_EQ(fwd_scan.grid[2], static_cast<uint32_t>(CeilDiv(s.length, tile)));
+          } else {
+            EXPECT_EQ(fwd_scan.grid[0],
+                      static_cast<uint32_t>(s.batch * CeilDiv(s.width, strip) * CeilDiv(s.length, tile)));
+          }
           // Shared memory mirrors SmemPlan: staged inputs (+ lookbacksmem rglru's fp32 (a, b)) and the combine.
           const int64_t segs = threads / (strip / vec);
           const int64_t staged = (samu ? 1 : 3) * int64_t{tile} * strip * 2;
           const int64_t ab = (!samu && !held) ? int64_t{tile} * strip * 8 : 0;
           EXPECT_EQ(fwd_scan.shared_bytes, static_cast<uint32_t>(staged + ab + (2 * segs * strip + strip) * 4 + 16));
           EXPECT_GT(fwd_scan.shared_bytes, 0u);
-          EXPECT_GE(plan->workspace_zero_bytes, 256u + 4u * fwd_scan.grid[0] + (samu ? 4u * s.batch * lay.tiles : 0u));
+          EXPECT_GE(plan->workspace_zero_bytes, 256u + 4u * lay.seqs * lay.tiles + (samu ? 4u * s.batch * lay.tiles : 0u));
           EXPECT_EQ(plan->workspace_zero_bytes % 256, 0u);
         }
         const Launch& finalize = plan->launches.back();
@@ -284,7 +290,9 @@ TEST(GatedPlan, FusedGeometry) {
   EXPECT_EQ(names, (std::vector<std::string>{"samu_fwd_fused<__nv_bfloat16, 2, 256, 64, 128>",
                                              "samu_bwd_fused<__nv_bfloat16, 2, 256, 64, 128>",
                                              "samu_bwd_finalize<__nv_bfloat16, 64, 128>"}));
-  EXPECT_EQ(plan->launches[0].grid[0], 4u * (2048 / 64) * (2048 / 128));
+  EXPECT_EQ(plan->launches[0].grid[0], 2048u / 64);  // strips
+  EXPECT_EQ(plan->launches[0].grid[1], 4u);          // batch
+  EXPECT_EQ(plan->launches[0].grid[2], 2048u / 128);  // time tiles
   EXPECT_EQ(plan->launches[0].block[0], 256u);
   // x staged + combine (2 x 8 segments x 64 + 64 floats) + ticket; bwd: dy, x, h.
   EXPECT_EQ(plan->launches[0].shared_bytes, 1u * 128 * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
