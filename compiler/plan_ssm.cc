@@ -44,9 +44,9 @@ constexpr FusedKnobs kFusedVariants[] = {
 struct TscanKnobs {
   int dim_block, warps, items, groups;
 };
-constexpr TscanKnobs kTscanVariants[] = {{8, 1, 4, 0},  {8, 1, 8, 0},  {8, 2, 4, 0},  {16, 1, 4, 0},
-                                         {4, 4, 2, 0},  {4, 1, 8, 2},  {8, 1, 8, 2},  {4, 1, 4, 2},
-                                         {8, 1, 4, 2},  {4, 1, 4, 4},  {8, 1, 4, 4}};
+constexpr TscanKnobs kTscanVariants[] = {{8, 1, 4, 0}, {8, 1, 8, 0}, {8, 2, 4, 0}, {16, 1, 4, 0},
+                                         {4, 4, 2, 0}, {4, 1, 4, 0}, {4, 1, 8, 2}, {8, 1, 8, 2},
+                                         {4, 1, 4, 2}, {8, 1, 4, 2}, {4, 1, 4, 4}, {8, 1, 4, 4}};
 
 // tscan's state groups: the knob's 0 is one group.
 int TscanGroups(const Variant& v) { return v.state_split == 0 ? 1 : v.state_split; }
@@ -386,6 +386,17 @@ class SsmPlannerImpl final : public OpPlanner {
       // 512 threads hold at most 128 registers; ptxas -v spills (bf16, N = 64) here.
       return ResourceExhausted("backward at N = 64 with " + std::to_string(threads) +
                                " threads and a 256-step chunk would spill (128 registers per thread)");
+    }
+    // ptxas -v (NVRTC, sm_90) spills in these corners: 128 threads stage 64 states' Bm/Cm in 64
+    // unrolled steps per chunk; the I = 8 forward with checkpoints and state groups at N = 64.
+    if (n == 64 && threads < 256) {
+      return ResourceExhausted(std::to_string(threads) + " threads at N = 64 would spill (Bm/Cm staging)");
+    }
+    if (n == 64 && v.items >= 8 && groups > 1 && HasBwd(problem.mode)) {
+      return ResourceExhausted("state groups with 8 items at N = 64: the checkpointing forward would spill");
+    }
+    if (n >= 32 && v.items >= 8 && problem.ssm.z_gate && HasBwd(problem.mode)) {
+      return ResourceExhausted("8 items with the gate at N >= 32: the checkpointing forward would spill (16-bit)");
     }
     const int64_t shared = TscanShared(v, problem, HasBwd(problem.mode));
     if (shared > device.max_shared_per_block) {

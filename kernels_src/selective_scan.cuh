@@ -596,13 +596,13 @@ __global__ void __launch_bounds__(256) selective_scan_bwd_finalize(SelectiveScan
 // scan (and, TW > 1, a scan over the channel's warps in shared memory) gives
 // every lane its entering state from the chunk's carry, and a second sweep
 // over the K registers forms h and y. One ex2.approx per (t, d, n), reused by
-// both sweeps; the lane's decay P, which carries the state across lanes and
-// chunks, is exp(A * sum of the lane's delta), one per lane and state, not
-// the product of its K ex2.approx factors: those err in one direction, which
-// over the hundreds of steps a slow state remembers (A = -0.01) moved dA by
-// 1.1e-5 (bench/NOTES.md v3). The backward and the forward that writes its
-// checkpoints take it to ~1 ulp (ExpAccurate); the y-only forward as one
-// ex2.approx (K-fold less drift than before, and cheaper than K FMULs).
+// both sweeps. The decays that carry a state far are not products of those
+// factors (ex2.approx errs in one direction: over the hundreds of steps a
+// slow state remembers, A = -0.01, that moved dA by 1.1e-5 in v2; bench/
+// NOTES.md v3): a lane's decay P is one ex2.approx of A * (its sum of delta),
+// and the chunk's, which carries the state (forward) and the adjoint
+// (backward) from chunk to chunk, exp(A * the chunk's sum of delta) to ~1 ulp
+// (ExpAccurate, once per chunk and state, lane l holding state l (, l + 32)).
 // Forward: selective_scan_tscan_fwd (OUT bit 0: y and h_final; bit 1: the
 // state at every chunk start into the workspace's checkpoints). Backward:
 // selective_scan_tscan_bwd walks the chunks in reverse; per state it
@@ -663,7 +663,8 @@ struct TCfg {
   static constexpr int FWD_BLOCKS = MinBlocks(24 + 10 * K);
   static constexpr int BWD_BLOCKS = MinBlocks(32 + 24 * K);
   // The forward interleaves two states' scans (ILP over the shuffle latency) where registers
-  // allow (ptxas -v: no spills at N 8..64, all options, with one warp along time and K >= 4).
+  // allow (ptxas -v: no spills at N 8..64, all options, with one warp along time and K >= 4; with
+  // checkpoints, K = 4 at its 64 registers does not: the kernel unrolls 1 there).
   static constexpr int FWD_STATE_UNROLL = K >= 4 && TW == 1 ? 2 : 1;
 };
 
@@ -730,12 +731,14 @@ __device__ __forceinline__ void StageBC(float* sB, float* sC, const SelectiveSca
 // Scan of the affine maps h -> P h + H of a channel's lanes over the chunk,
 // forward in time (REV false: lane order) or in reverse. (P, H): the lane's
 // own composition. start: the value entering the chunk. Returns the value
-// entering this lane; end: the value leaving the chunk (meaningful at the
-// last lane in scan order: lane 31 of warp TW - 1, or lane 0 of warp 0 REV).
-// TW > 1: agg is this channel's [TW][2] slot (double buffered by the
-// caller); every thread of the block must call (one __syncthreads).
+// entering this lane; end: the value leaving the chunk, Pend * start + (the
+// chunk's H) (meaningful at the last lane in scan order: lane 31 of warp TW -
+// 1, or lane 0 of warp 0 REV). TW > 1: agg is this channel's [TW][2] slot
+// (double buffered by the caller); every thread of the block must call (one
+// __syncthreads).
 template <int TW, bool REV>
-__device__ __forceinline__ float ChunkScan(float P, float H, float start, float* agg, int tw, int lane, float& end) {
+__device__ __forceinline__ float ChunkScan(float P, float H, float start, float Pend, float* agg, int tw, int lane,
+                                           float& end) {
 #pragma unroll
   for (int off = 1; off < 32; off <<= 1) {
     const float Po = REV ? __shfl_down_sync(kFull, P, off) : __shfl_up_sync(kFull, P, off);
@@ -751,6 +754,8 @@ __device__ __forceinline__ float ChunkScan(float P, float H, float start, float*
     Pe = 1.f;
     He = 0.f;
   }
+  float from_zero = 0.f;  // the state entering this warp from a zero chunk start
+  const float start0 = start;
   if (TW > 1) {
     if (lane == (REV ? 0 : 31)) {
       agg[tw * 2] = P;
@@ -758,12 +763,18 @@ __device__ __forceinline__ float ChunkScan(float P, float H, float start, float*
     }
     __syncthreads();
     if (REV) {
-      for (int j = TW - 1; j > tw; --j) start = fmaf(agg[j * 2], start, agg[j * 2 + 1]);
+      for (int j = TW - 1; j > tw; --j) {
+        start = fmaf(agg[j * 2], start, agg[j * 2 + 1]);
+        from_zero = fmaf(agg[j * 2], from_zero, agg[j * 2 + 1]);
+      }
     } else {
-      for (int j = 0; j < tw; ++j) start = fmaf(agg[j * 2], start, agg[j * 2 + 1]);
+      for (int j = 0; j < tw; ++j) {
+        start = fmaf(agg[j * 2], start, agg[j * 2 + 1]);
+        from_zero = fmaf(agg[j * 2], from_zero, agg[j * 2 + 1]);
+      }
     }
   }
-  end = fmaf(P, start, H);
+  end = fmaf(Pend, start0, TW > 1 ? fmaf(P, from_zero, H) : H);
   return fmaf(Pe, start, He);
 }
 
@@ -771,6 +782,30 @@ __device__ __forceinline__ float WarpSum(float v) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(kFull, v, off);
   return v;
+}
+
+// The chunk's decays exp(A[ch, n] sum delta) to ~1 ulp into this warp's dec[N] (read back by the
+// same warp: __syncwarp): dsum is this lane's sum of delta; TW > 1 adds the other warps' lanes at
+// the same lane (bias and softplus again from the staged rows). Every lane of the warp must call.
+template <typename C, bool SOFTPLUS>
+__device__ __forceinline__ void ChunkDecays(float dsum, const float* delta_row, const float* sA, float bias, bool valid,
+                                            long long tc, long long L, int tw, int lane, float* dec) {
+  float sum = dsum;
+#pragma unroll
+  for (int w = 0; w < C::TW; ++w) {
+    if (w == tw) continue;
+#pragma unroll
+    for (int k = 0; k < C::K; ++k) {
+      const int tpos = w * 32 + lane;
+      const bool ok = valid && tc + tpos * C::K + k < L;
+      const float r = delta_row[k * C::TPC + tpos] + bias;
+      sum += ok ? (SOFTPLUS ? Softplus(r) : r) : 0.f;
+    }
+  }
+  sum = WarpSum(sum);
+#pragma unroll 1
+  for (int n = lane; n < C::N; n += 32) dec[n] = ExpAccurate(sA[n] * sum);
+  __syncwarp();
 }
 
 // A thread's place in a tscan block: warp = (ch * SW + group) * TW + tw.
@@ -809,6 +844,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
   float* sA = smem + kLay.a;          // [DB][N]
   float* sAgg = smem + kLay.agg;      // [2][DB][TW][2]
   float* sRedY = smem + kLay.red;     // [SW - 1][DB][RS]: the other state groups' partial y
+  float* sDec = smem + kLay.dec + (threadIdx.x >> 5) * N;  // this warp's chunk decays [N]
   const long long B = p.batch, L = p.length, D = p.dim;
   const long long b = blockIdx.z, d0 = static_cast<long long>(blockIdx.x) * DB;
   const ssm::TPlace<C> at;
@@ -827,7 +863,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
   const float bias = BIAS && valid ? p.delta_bias[d] : 0.f;
   const long long chunks = (L + TC - 1) / TC;
   const SsmWorkspace ws = SsmWorkspaceLayout(B, L, D, N, 0, TC);
-  float* ckpt = static_cast<float*>(p.workspace) + ws.ckpt;
+  float* ckpt = static_cast<float*>(p.workspace) + ws.ckpt + b * chunks * D * N;  // this batch's (chunks, D, N)
   const void* const srcs_g[3] = {p.delta, p.u, p.z};
   const void* const srcs[2] = {p.delta, p.u};
   int par = 0;
@@ -840,6 +876,11 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
       ssm::StageRows<T, C, 2>(rows, srcs, b, L, D, d0, tc);
     }
     ssm::StageBC<T, C>(sB, sC, p, b, L, tc);
+    if (OUT & 2) {  // the block's states entering the chunk, coalesced: (d0 .. d0 + DB, N) are contiguous
+      for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
+        if (d0 + i / N < D) ckpt[c * D * N + d0 * N + i] = sCarry[par * DB * N + i];
+      }
+    }
     __syncthreads();
     float dl[K], x[K], y[K], zz[K];
     float dsum = 0.f;  // the lane's sum of delta: its decay is exp(A dsum)
@@ -855,9 +896,10 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
       y[k] = Dv * u;
       if (GATE) zz[k] = rows[2 * DB * RS + slot];
     }
+    ssm::ChunkDecays<C, SOFTPLUS>(dsum, rows + ch * RS, sA + ch * N, bias, valid, tc, L, tw, lane, sDec);
     const float* cur = sCarry + par * DB * N + ch * N;
     float* nxt = sCarry + (par ^ 1) * DB * N + ch * N;
-#pragma unroll(C::FWD_STATE_UNROLL)
+#pragma unroll((OUT & 2) && K <= 4 ? 1 : C::FWD_STATE_UNROLL)
     for (int j = 0; j < NPG; ++j) {
       const int n = sg * NPG + j;
       const float a2 = sA2[ch * N + n];
@@ -872,12 +914,10 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
         bu[k] = x[k] * Bn[k * TPC];
         H = fmaf(dA[k], H, bu[k]);
       }
-      // With checkpoints (the backward's states) to ~1 ulp; y alone: one ex2.approx per lane, K-fold
-      // less drift than the product of the K factors and cheaper than it.
-      const float P = (OUT & 2) ? ssm::ExpAccurate(sA[ch * N + n] * dsum) : ssm::Ex2(a2 * dsum);
+      const float P = ssm::Ex2(a2 * dsum);
       float end;
-      const float hin = ssm::ChunkScan<TW, false>(P, H, start, sAgg + ((n & 1) * DB + ch) * TW * 2, tw, lane, end);
-      if ((OUT & 2) && valid && tpos == 0) ckpt[((b * chunks + c) * D + d) * N + n] = start;
+      const float hin =
+          ssm::ChunkScan<TW, false>(P, H, start, sDec[n], sAgg + ((n & 1) * DB + ch) * TW * 2, tw, lane, end);
       if (tpos == TPC - 1) nxt[n] = end;
       float h = hin;
 #pragma unroll
@@ -938,6 +978,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
   float* sAgg = smem + kLay.agg;   // [2 directions][2 parities][DB][TW][2]
   float* sCk = smem + kLay.ck;     // [DB][N]: the chunk's start states (checkpoints)
   float* sRed = smem + kLay.red;   // [2 buffers][SW][2][DB][TC]: per-channel (g x, dyg h) of one state per group
+  float* sDec = smem + kLay.dec + (threadIdx.x >> 5) * N;  // this warp's chunk decays [N]
   const long long B = p.batch, L = p.length, D = p.dim;
   const long long b = blockIdx.z, d0 = static_cast<long long>(blockIdx.x) * DB;
   const ssm::TPlace<C> at;
@@ -1012,6 +1053,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
       dDv_chunk = fmaf(dyg[k], u[k], dDv_chunk);
     }
     if (sg == 0) kahan(dDv_acc, dDv_comp, dDv_chunk);
+    ssm::ChunkDecays<C, SOFTPLUS>(dsum, rows + ch * RS, sA + ch * N, bias, valid, tc, L, tw, lane, sDec);
     const float* gcur = sG + par * DB * N + ch * N;
     float* gnxt = sG + (par ^ 1) * DB * N + ch * N;
 #pragma unroll 1
@@ -1029,11 +1071,11 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
         hs[k] = x[k] * Bn[k * TPC];
         H = fmaf(dA[k], H, hs[k]);
       }
-      // The lane's decay, both directions (the forward's, for its checkpoints, to the bit).
-      const float P = ssm::ExpAccurate(an * dsum);
+      // The lane's decay, both directions; the chunk's carries the adjoint to the previous chunk.
+      const float P = ssm::Ex2(a2 * dsum), Pc = sDec[n];
       float unused;
-      const float hin =
-          ssm::ChunkScan<TW, false>(P, H, hstart, sAgg + (((0 * 2 + (n & 1)) * DB + ch) * TW) * 2, tw, lane, unused);
+      const float hin = ssm::ChunkScan<TW, false>(P, H, hstart, Pc, sAgg + (((0 * 2 + (n & 1)) * DB + ch) * TW) * 2,
+                                                  tw, lane, unused);
       float h = hin;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
@@ -1049,7 +1091,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
       }
       float qend;
       const float qin =
-          ssm::ChunkScan<TW, true>(P, R, gcur[n], sAgg + (((1 * 2 + (n & 1)) * DB + ch) * TW) * 2, tw, lane, qend);
+          ssm::ChunkScan<TW, true>(P, R, gcur[n], Pc, sAgg + (((1 * 2 + (n & 1)) * DB + ch) * TW) * 2, tw, lane, qend);
       if (tpos == 0) gnxt[n] = qend;
       float q = qin, dAn = 0.f;
       float* red = sRed + ((((j & 1) * SW + sg) * 2) * DB + ch) * TC + tpos;  // [which][DB][TC] of this buffer, group
@@ -1092,14 +1134,16 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
       }
     }
     __syncthreads();  // the last state's reduction is in sSum; sRed is free
-    // The chunk's (dBm, dCm): one coalesced atomic per (t, n) and block.
-    for (int i = threadIdx.x; i < 2 * TC * N; i += C::THREADS) {
-      const int which = i / (TC * N), r = i % (TC * N);
-      const int tl = r / N, n = r % N;
-      const long long t = tc + tl;
-      if (t < L) {
-        atomicAdd(&wsf[(which ? ws.dC : ws.dB) + (b * L + t) * N + n],
-                  sSum[(which * N + n) * NS + (tl % K) * TPC + tl / K]);
+    // The chunk's (dBm, dCm): one coalesced atomic per (t, n) and block (the chunk's (t, n) are
+    // contiguous in the (B, L, N) sums: one base pointer, 32-bit offsets).
+    {
+      float* dst = wsf + ws.dB + (b * L + tc) * N;
+      const long long to_dC = ws.dC - ws.dB;
+      const int inside = static_cast<int>(min(static_cast<long long>(TC), L - tc)) * N;
+      for (int i = threadIdx.x; i < 2 * TC * N; i += C::THREADS) {
+        const int which = i / (TC * N), r = i % (TC * N);
+        const int tl = r / N, n = r % N;
+        if (r < inside) atomicAdd(dst + (which ? to_dC : 0) + r, sSum[(which * N + n) * NS + (tl % K) * TPC + tl / K]);
       }
     }
     // The state groups' partial du, ddelta (, y) meet in group 0.

@@ -101,7 +101,7 @@ SSM_HD struct SsmWorkspace SsmWorkspaceLayout(long long B, long long L, long lon
 // the checkpoints are the forward state at every chunk start,
 // SsmWorkspaceLayout(B, L, D, N, 0, TC).ckpt.
 struct SsmTscanSmem {
-  long long rows, bc, carry, a2, a, da, agg, ck, red, total;  // offsets in floats
+  long long rows, bc, carry, a2, a, da, agg, ck, dec, red, total;  // offsets in floats
 };
 SSM_HD_CONSTEXPR long long SsmTscanChunk(long long TW, long long K) { return 32 * TW * K; }
 SSM_HD_CONSTEXPR long long SsmTscanRowStride(long long DB, long long TW, long long K) {
@@ -112,7 +112,7 @@ SSM_HD_CONSTEXPR long long SsmTscanRowStride(long long DB, long long TW, long lo
 // bwd true: rows = delta, u, dy (, z), reused for the outputs; bc = Bm, Cm,
 // and the chunk's (dBm, dCm) sums; red = the channel reduction, double
 // buffered [2][SW][2][DB][TC] (also the du, ddelta, y partials of the state
-// groups at the chunk's end).
+// groups at the chunk's end). dec: each warp's chunk decays exp(A sum delta).
 SSM_HD_CONSTEXPR struct SsmTscanSmem SsmTscanSmemLayout(long long N, long long DB, long long TW, long long K,
                                                         long long SW, bool gate, bool bwd) {
   struct SsmTscanSmem s{};
@@ -126,7 +126,8 @@ SSM_HD_CONSTEXPR struct SsmTscanSmem SsmTscanSmemLayout(long long N, long long D
   s.da = s.a + DB * N;
   s.agg = s.da + (bwd ? 2 * DB * TW * N : 0);  // bwd: dA sums and their Kahan compensations
   s.ck = s.agg + (bwd ? 2 : 1) * 2 * DB * TW * 2;  // bwd: the chunk's start states [DB][N]
-  s.red = s.ck + (bwd ? DB * N : 0);
+  s.dec = s.ck + (bwd ? DB * N : 0);  // every warp's chunk decays [DB * SW * TW][N]
+  s.red = s.dec + DB * SW * TW * N;
   s.total = s.red + (bwd ? 2 * SW * 2 * DB * tc : (SW - 1) * DB * SsmTscanRowStride(DB, TW, K));
   return s;
 }

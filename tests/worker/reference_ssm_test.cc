@@ -302,14 +302,14 @@ TEST(TscanEmulation, DISABLED_LongSequenceDaAccuracy) {
   in.Dv = Dvs;
   const SsmBackwardRef g = SelectiveScanBackward(in, dys);
   std::printf("dA rel_err (max|out-ref| / max|ref|, channels 0..31 of 4x8192x256, tscan d8_w1_i4):\n");
-  std::printf("  ex2 bias (ulp)   v2: product of K factors   v3: exp(A sum delta)\n");
+  std::printf("  ex2 bias (ulp)   v2: products of the factors   v3: ex2 per lane, exp per chunk\n");
   for (double bias : {0.0, -0.5, -1.0, 1.0}) {
     double err[2];
     for (int accurate = 0; accurate < 2; ++accurate) {
       testing::TscanEmulator<float> emu;
       emu.s = {16, 8, 1, 4, 1};
       emu.model.ex2_bias_ulp = bias;
-      emu.model.lane_decay_accurate = accurate;
+      emu.model.v3_decays = accurate;
       emu.in = &in;
       emu.dy = dys;
       emu.Forward(2);

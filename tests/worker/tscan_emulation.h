@@ -27,7 +27,9 @@ struct TscanShape {
 // How the emulation evaluates the kernel's exps (R = float only; double: exact).
 struct ExpModel {
   double ex2_bias_ulp = 0.0;  // ex2.approx modelled as 2^x (1 + bias 2^-24), then rounded to fp32
-  bool lane_decay_accurate = true;  // the lane's decay P as ExpAccurate (v3) or the product of its K factors (v2)
+  // v3: a lane's decay is ex2.approx(A log2e * its sum of delta) and the chunk's carry uses
+  // exp(A * the chunk's sum of delta) (ExpAccurate); v2: both the products of the ex2.approx factors.
+  bool v3_decays = true;
 };
 
 template <typename R>
@@ -159,7 +161,7 @@ struct TscanEmulator {
   // order as the kernel's shuffles see them. Returns the entering values; end
   // per lane (meaningful at the last lane in scan order). TW > 1: the warps'
   // aggregates combine as the kernel's shared-memory loop does.
-  void ChunkScan(bool rev, std::vector<R> P, std::vector<R> H, R start, std::vector<R>& hin, R& end) const {
+  void ChunkScan(bool rev, std::vector<R> P, std::vector<R> H, R start, R Pend, std::vector<R>& hin, R& end) const {
     const int tpc = TPC();
     std::vector<R> Pe(tpc), He(tpc), Pw(P), Hw(H);
     for (int w = 0; w < s.TW; ++w) {
@@ -193,22 +195,49 @@ struct TscanEmulator {
     }
     hin.assign(tpc, R(0));
     for (int w = 0; w < s.TW; ++w) {
-      R st = start;
+      R st = start, z = 0;
       if (s.TW > 1) {
         const int aggl = rev ? 0 : 31;
         if (rev) {
-          for (int j = s.TW - 1; j > w; --j) st = Fma(Pw[j * 32 + aggl], st, Hw[j * 32 + aggl]);
+          for (int j = s.TW - 1; j > w; --j) {
+            st = Fma(Pw[j * 32 + aggl], st, Hw[j * 32 + aggl]);
+            z = Fma(Pw[j * 32 + aggl], z, Hw[j * 32 + aggl]);
+          }
         } else {
-          for (int j = 0; j < w; ++j) st = Fma(Pw[j * 32 + aggl], st, Hw[j * 32 + aggl]);
+          for (int j = 0; j < w; ++j) {
+            st = Fma(Pw[j * 32 + aggl], st, Hw[j * 32 + aggl]);
+            z = Fma(Pw[j * 32 + aggl], z, Hw[j * 32 + aggl]);
+          }
         }
       }
       for (int l = 0; l < 32; ++l) {
         const int t = w * 32 + l;
         hin[t] = Fma(Pe[t], st, He[t]);
         const bool last = rev ? (w == 0 && l == 0) : (w == s.TW - 1 && l == 31);
-        if (last) end = Fma(Pw[t], st, Hw[t]);
+        if (last) end = model.v3_decays ? Fma(Pend, start, Fma(Pw[t], z, Hw[t])) : Fma(Pw[t], st, Hw[t]);
       }
     }
+  }
+
+  // The kernel's ChunkDecays for warp tw of (channel ch, group): the chunk's sum of delta as lane
+  // l of that warp sums it (its own K steps, then the other warps' at lane l), the xor butterfly,
+  // then ExpAccurate of A[ch, n] times it.
+  R ChunkDecayOf(const std::vector<std::vector<R>>& dl, const std::vector<R>& dsum, int tid_of_w0l0, int w, R an) const {
+    R v[32];
+    for (int l = 0; l < 32; ++l) {
+      R sum = dsum[tid_of_w0l0 + w * 32 + l];
+      for (int w2 = 0; w2 < s.TW; ++w2) {
+        if (w2 == w) continue;
+        for (int k = 0; k < s.K; ++k) sum += dl[tid_of_w0l0 + w2 * 32 + l][k];
+      }
+      v[l] = sum;
+    }
+    for (int off = 16; off > 0; off >>= 1) {
+      R nv[32];
+      for (int l = 0; l < 32; ++l) nv[l] = v[l] + v[l ^ off];
+      std::memcpy(v, nv, sizeof(v));
+    }
+    return ExpAcc(an * v[0]);
   }
 
   // The forward kernel for every block; OUT as the kernel's template argument.
@@ -283,10 +312,11 @@ struct TscanEmulator {
                     Pp *= dA[tpos][k];
                   }
                   H[tpos] = Hh;
-                  P[tpos] = !model.lane_decay_accurate ? Pp : (out & 2) ? ExpAcc(an * dsum[tid]) : Ex2(a2 * dsum[tid]);
+                  P[tpos] = model.v3_decays ? Ex2(a2 * dsum[tid]) : Pp;
                 }
                 R end = 0;
-                ChunkScan(false, P, H, start, hin, end);
+                const R Pend = ChunkDecayOf(dl, dsum, tid_of(0), s.TW - 1, an);
+                ChunkScan(false, P, H, start, Pend, hin, end);
                 if ((out & 2) && d0 + ch < D) ckpt[((b * chunks + c) * D + d0 + ch) * N + n] = start;
                 sm[lay.carry + (par ^ 1) * DB * N + ch * N + n] = end;
                 for (int tpos = 0; tpos < tpc; ++tpos) {
@@ -424,10 +454,11 @@ struct TscanEmulator {
                     Pp *= dA[tpos][k];
                   }
                   H[tpos] = Hh;
-                  P[tpos] = model.lane_decay_accurate ? ExpAcc(an * dsum[tid]) : Pp;
+                  P[tpos] = model.v3_decays ? Ex2(a2 * dsum[tid]) : Pp;
                 }
                 R unused = 0, qend = 0;
-                ChunkScan(false, P, H, hstart, hin, unused);
+                ChunkScan(false, P, H, hstart, R(1), hin, unused);
+                const R Pend = ChunkDecayOf(dl, dsum, tid_of(0), 0, an);
                 for (int tpos = 0; tpos < tpc; ++tpos) {
                   const int tid = tid_of(tpos);
                   R h = hin[tpos];
@@ -442,7 +473,7 @@ struct TscanEmulator {
                   }
                   Rr[tpos] = Rv;
                 }
-                ChunkScan(true, P, Rr, sm[lay.carry + par * DB * N + ch * N + n], qin, qend);
+                ChunkScan(true, P, Rr, sm[lay.carry + par * DB * N + ch * N + n], Pend, qin, qend);
                 sm[lay.carry + (par ^ 1) * DB * N + ch * N + n] = qend;
                 std::vector<R> dAn(tpc, R(0));
                 for (int tpos = 0; tpos < tpc; ++tpos) {
