@@ -140,6 +140,11 @@ SmemGeometry GeometrySmem(const Variant& v, const Shape& s, DType dtype) {
   const uint64_t n = static_cast<uint64_t>(g.blocks);
   g.zero_bytes = RoundUp(kLookbackHeaderBytes + 4 * n, 256);
   g.workspace_bytes = g.zero_bytes + n * static_cast<uint64_t>(v.strip) * (sizeof(float) * 2 + sizeof(float));
+  if (v.algorithm == Algorithm::kLookbackSmem && v.order == 2) {
+    // Packed look-back: the header, then two u64 words per tile and channel, all zero once.
+    g.zero_bytes = RoundUp(kLookbackHeaderBytes + n * static_cast<uint64_t>(v.strip) * 2 * sizeof(uint64_t), 256);
+    g.workspace_bytes = g.zero_bytes;
+  }
   // Mirrors SmemLayout in kernels_src/linear_scan_smem.cuh: [kIn][tile][strip]
   // elements, s_A and s_H [segments][strip] fp32, s_carry [strip] fp32, ticket.
   const int64_t tile_elems = int64_t{v.tile} * v.strip;
@@ -241,8 +246,9 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
         if (threads % lanes != 0) continue;
         const int segments = threads / lanes;
         if (segments > kMaxSmemSegments || tile % segments != 0 || tile / segments < kMinSmemSteps) continue;
-        // order 1: tiles in block-index order, no ticket atomic at the block's start
-        for (int order : {0, 1}) {
+        // order 1: tiles in block-index order, no ticket atomic at the block's start;
+        // order 2: also the packed look-back (no fences, the flag travels with each value)
+        for (int order : {0, 1, 2}) {
           variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = vec, .threads = threads, .strip = strip,
                               .tile = tile, .order = order});
         }

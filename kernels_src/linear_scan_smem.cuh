@@ -163,7 +163,10 @@ __device__ __forceinline__ void StageSmemTile(const LinearScanParams& p, const S
 // shared memory must __syncthreads() first.
 // `tag` is the launch's epoch tag; with `epoch_header` (thread 0 of a kernel
 // using launch epochs) the block arrives once its look-back is over.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int kPendingAfterH>
+// kPacked: publish and look back through packed words (LookBackPacked), each
+// row thread for its own channels, with no fence and no block flag.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int kPendingAfterH,
+          bool kPacked = false>
 __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const SmemTileIndex& x, const T* s_in,
                                              float* s_A, float* s_H, float* s_carry, unsigned tag = 0,
                                              unsigned* epoch_header = nullptr) {
@@ -189,6 +192,9 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
   const long long zero_bytes = ((256 + 4 * seqs * tiles) + 255) / 256 * 256;
   float2* agg = reinterpret_cast<float2*>(static_cast<char*>(p.workspace) + zero_bytes);
   float* incl = reinterpret_cast<float*>(agg + seqs * tiles * STRIP);
+  // Packed: [256 B header][w1: tiles x STRIP u64][w2: tiles x STRIP u64].
+  unsigned long long* w1 = reinterpret_cast<unsigned long long*>(static_cast<char*>(p.workspace) + 256);
+  unsigned long long* w2 = w1 + seqs * tiles * STRIP;
 
   const long long tile = x.tile;
   const long long seq = x.seq;
@@ -278,7 +284,31 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
   const long long slot_tile = seq * tiles + tile;
   const long long slot = slot_tile * STRIP + lane * VEC;
   float carry[VEC];
-  if (tile == 0) {
+  if constexpr (kPacked) {
+    if (tile == 0) {
+      if (kBackward) {
+        Fill(carry, 0.0f);
+      } else {
+        LoadState(carry, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
+      }
+      if (row) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) StoreWord(w1 + slot + j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
+      }
+    } else if (row) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        StoreWord(w1 + slot + j, PackWord(tA[j], tag + kFlagAggregate));
+        StoreWord(w2 + slot + j, PackWord(tH[j], tag + kFlagAggregate));
+      }
+      LookBackPacked<VEC, STRIP>(w1, w2, seq * tiles, tile, lane * VEC, tag, carry);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        StoreWord(w1 + slot + j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
+        s_carry[lane * VEC + j] = carry[j];
+      }
+    }
+  } else if (tile == 0) {
     if (kBackward) {
       Fill(carry, 0.0f);
     } else {
@@ -422,7 +452,8 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
 //    wait only on smaller tickets: no deadlock in any dispatch order); ORDER 1:
 //    its block index, which saves the ticket's round trip before the loads
 //    start and relies on blocks being dispatched in index order, as CUB's
-//    single-pass scans do.
+//    single-pass scans do; ORDER 2: as 1, with the packed look-back
+//    (scan_common.cuh, LookBackPacked; workspace laid out as it says).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int ORDER>
 __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
@@ -455,8 +486,8 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   CpAsyncWait<kBackward ? 1 : 0>();
   __syncthreads();
   const unsigned tag = s_ticket[1];
-  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0>(p, x, s_in, s_A, s_H, s_carry, tag,
-                                                           threadIdx.x == 0 ? header : nullptr);
+  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0, ORDER == 2>(p, x, s_in, s_A, s_H, s_carry, tag,
+                                                                      threadIdx.x == 0 ? header : nullptr);
 }
 
 // f) lookbackpipe: e) made persistent and double-buffered. A grid of at most

@@ -381,4 +381,70 @@ __device__ __forceinline__ void LookBack(const unsigned* flags, const float2* ag
   }
 }
 
+// ---- packed look-back: each channel's state travels with its flag ----------
+//
+// Two 64-bit words per (tile, channel), in two arrays of [tiles][STRIP]:
+//   aggregate  w1 = {A, tag + 1}, w2 = {H, tag + 1}
+//   inclusive  w1 = {h, tag + 2}            (written over the aggregate's w1)
+// An aligned 64-bit access is single-copy atomic, so a reader that sees a
+// word's flag sees its value: no fence between the values and a flag, no
+// block-wide flag, and one round trip per predecessor (the flag comes with
+// the value) instead of a flag poll followed by a value load.
+__device__ __forceinline__ unsigned long long PackWord(float value, unsigned flag) {
+  return (static_cast<unsigned long long>(flag) << 32) | __float_as_uint(value);
+}
+__device__ __forceinline__ void StoreWord(unsigned long long* ptr, unsigned long long word) {
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(ptr), "l"(word) : "memory");
+}
+__device__ __forceinline__ unsigned long long LoadWord(const unsigned long long* ptr) {
+  unsigned long long word;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(word) : "l"(ptr) : "memory");
+  return word;
+}
+__device__ __forceinline__ unsigned FlagOf(unsigned long long word) { return static_cast<unsigned>(word >> 32); }
+__device__ __forceinline__ float ValueOf(unsigned long long word) {
+  return __uint_as_float(static_cast<unsigned>(word));
+}
+
+// The packed form of LookBack: this thread's VEC channels at w1/w2 + (first + k)
+// * STRIP + lane_c for tile k; each channel walks back on its own until it
+// meets an inclusive state. The loads of one step are in flight together.
+template <int VEC, int STRIP>
+__device__ __forceinline__ void LookBackPacked(const unsigned long long* w1, const unsigned long long* w2,
+                                               long long first, long long tile, int lane_c, unsigned tag,
+                                               float (&carry)[VEC]) {
+  float accA[VEC], accH[VEC];
+  Fill(accA, 1.0f);
+  Fill(accH, 0.0f);
+  constexpr unsigned kAll = (1u << VEC) - 1u;
+  unsigned done = 0;
+  for (long long k = tile - 1; done != kAll; --k) {
+    const long long s = (first + k) * STRIP + lane_c;
+    unsigned pending = kAll & ~done;
+    while (pending != 0) {
+      // Both words of every channel at once (2 x VEC loads in flight); a
+      // channel uses h only if both carry this launch's aggregate flag.
+      unsigned long long a[VEC], h[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        a[j] = LoadWord(w1 + s + j);
+        h[j] = LoadWord(w2 + s + j);
+      }
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        if (!(pending >> j & 1u)) continue;
+        if (FlagOf(a[j]) == tag + kFlagInclusive) {
+          carry[j] = fmaf(accA[j], ValueOf(a[j]), accH[j]);
+          done |= 1u << j;
+          pending &= ~(1u << j);
+        } else if (FlagOf(a[j]) == tag + kFlagAggregate && FlagOf(h[j]) == tag + kFlagAggregate) {
+          accH[j] = fmaf(accA[j], ValueOf(h[j]), accH[j]);
+          accA[j] *= ValueOf(a[j]);
+          pending &= ~(1u << j);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace scan

@@ -245,6 +245,13 @@ TEST(MakePlan, Workspaces) {
   EXPECT_TRUE(smem->workspace_zero_once);
   EXPECT_TRUE(smem->launches[0].dependent_launch);
   EXPECT_TRUE(smem->launches[1].dependent_launch);
+  // _o2 (packed look-back): the header and two u64 words per tile and channel, all zeroed once.
+  StatusOr<LaunchPlan> packed = MakePlan(Parsed("lookbacksmem_v4_t128_c64_i256_o2"), p, h200);
+  ASSERT_TRUE(packed.ok());
+  EXPECT_EQ(packed->workspace_zero_bytes, 256 + smem_tiles * 64 * 16);
+  EXPECT_EQ(packed->workspace_bytes, packed->workspace_zero_bytes);
+  EXPECT_TRUE(packed->workspace_zero_once);
+  EXPECT_EQ(packed->launches[0].name_expression, "linear_scan_fwd_lookbacksmem<__nv_bfloat16, 4, 128, 64, 256, 2>");
 }
 
 TEST(MakePlan, LookbackPipeGridAndSharedMemory) {
