@@ -76,12 +76,13 @@ struct FusedKnobs {
   int strip, segments, tile;
 };
 constexpr FusedKnobs kFusedKnobs[] = {
-    {64, 8, 64},    // 256 threads, 8 steps each
-    {32, 16, 128},  // 256 threads, 8 steps each
-    {64, 8, 128},   // 256 threads, 16 steps each
-    {32, 16, 256},  // 256 threads, 16 steps each
+    {64, 8, 128},   // 256 threads, 16 steps each, 3 blocks/SM (fwd)
     {16, 32, 512},  // 256 threads, 16 steps each: 64 look-back hops at L = 32768
+    {64, 4, 64},    // 128 threads, 16 steps each, 4 blocks/SM
+    {32, 8, 128},   // 128 threads, 16 steps each, 4 blocks/SM
 };
+// (d64_s8_c64, d32_s16_c128 and d32_s16_c256 spilled 4-16 bytes once the meetings
+// went atomic: dropped.)
 constexpr int kFusedVec = 2;
 
 constexpr int64_t kMaxGridX = INT_MAX;

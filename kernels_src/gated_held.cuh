@@ -477,12 +477,13 @@ __device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
 // i.e. over every strip of the token's time tile. Instead of a control pass
 // (a second read of x) and a fix-up pass (a second read and write of dx),
 // the blocks of one group (b, tile) meet at a counter in the zeroed
-// workspace prefix (lay.group_counters + b x tiles + tile): each publishes
-// its per-(token, strip) sums and arrives (atomicAdd); the block that arrives
-// last reduces the group's sums once (strips in a fixed order: deterministic)
-// and publishes the per-token result, then sets kGroupMet; the others wait
-// for it. Reads are linear in the strips (v1's meeting, where every block
-// re-read every strip's sums, was quadratic).
+// workspace prefix (lay.group_counters + b x tiles + tile): each adds its
+// per-row sums into the token's zeroed accumulator (lay.acc_offset, fp32
+// atomics: the order of the strips' additions varies from run to run, ~1e-7
+// relative) and arrives (atomicAdd); the block that arrives last sets
+// kGroupMet, the others wait for it; then every block reads its rows' full
+// sums (one round trip). (v1's meeting re-read every strip's sums in every
+// block: quadratic.)
 //
 // No deadlock (bench/NOTES.md "rglru/samu v3"): the strips of a group hold
 // consecutive tickets (the forward's blockIdx order on its (strips, B,
@@ -527,27 +528,21 @@ __device__ __forceinline__ void WaitForGroup(const unsigned* counter) {
   __syncthreads();
 }
 
-// Threads per row when the last block reduces a group's token sums: the
-// largest power of two <= min(32, THREADS / TILE) (a row's threads are
-// adjacent lanes of one warp; they sum the strips part, part + kParts, ...,
-// then a fixed butterfly).
-constexpr int MeetParts(int threads, int tile) {
-  int parts = 1;
-  while (parts * 2 <= 32 && parts * 2 * tile <= threads) parts *= 2;
-  return parts;
-}
-
 // Forward: row sums of the staged x tile over this strip's channels (one
 // thread per row, 16-byte chunks from shared memory, rotated by row so that
-// a quarter warp reads 8 different bank groups) into tok[token][strip][2];
-// the last block forms (r_t, i_t) into p.ctrl; every block ends with its
-// rows' (r_t, i_t) in s_ri (0 past L).
+// a quarter warp reads 8 different bank groups), added by atomics into the
+// token's zeroed accumulator acc[token][2]; once the group has met, every
+// block forms its rows' (r_t, i_t) from the full sums into s_ri (0 past L)
+// and strip 0's block writes them to p.ctrl. (v3's first form had the last
+// block reduce the strips' sums alone: its loads went in a few dependent
+// rounds per row, ~4-45 us per group, and the whole group waited: 1.6-10x
+// slower than the v2 scans on the H200.)
 template <typename T, int THREADS, int STRIP, int TILE>
 __device__ __forceinline__ void SamuMeetForward(const SamuParams& p, const Layout& lay, const TileIndex& x,
                                                 const T* s_x, float2* s_ri) {
   constexpr int kE = 16 / int(sizeof(T));
   constexpr int kChunks = STRIP / kE;
-  float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
+  float* acc = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.acc_offset);
   float2* ctrl = reinterpret_cast<float2*>(p.ctrl) + x.b * p.length;
   for (int r = threadIdx.x; r < TILE; r += THREADS) {
     const long long t = x.base + r;
@@ -557,105 +552,73 @@ __device__ __forceinline__ void SamuMeetForward(const SamuParams& p, const Layou
       for (int k = 0; k < kChunks; ++k) {
         sum += ChunkSum<T>(*reinterpret_cast<const uint4*>(s_x + r * STRIP + ((k + r) % kChunks) * kE));
       }
-      tok[((x.b * p.length + t) * lay.strips + x.strip) * kSamuTokenSums + 2] = sum;
+      atomicAdd(acc + (x.b * p.length + t) * kSamuTokenSums + 2, sum);
     }
   }
   unsigned* counter = static_cast<unsigned*>(p.workspace) + lay.group_counters + x.b * lay.tiles + x.tile;
   if (ArriveAtGroup(counter, static_cast<unsigned>(lay.strips))) {
-    constexpr int kParts = MeetParts(THREADS, TILE);
-    const int part = threadIdx.x % kParts;
-    for (int r0 = 0; r0 < TILE; r0 += THREADS / kParts) {
-      const int r = r0 + threadIdx.x / kParts;
-      const long long t = x.base + r;
-      const bool live = r < TILE && t < p.length;
-      float sum = 0.0f;
-      if (live) {
-        const float* row = tok + (x.b * p.length + t) * lay.strips * kSamuTokenSums + 2;
-#pragma unroll 4
-        for (long long q = part; q < lay.strips; q += kParts) sum += __ldcg(row + q * kSamuTokenSums);
-      }
-      sum = RowSum<kParts>(sum);
-      if (part == 0 && r < TILE) {
-        const float2 ri = live ? SamuControlOf(p, sum) : make_float2(0.0f, 0.0f);
-        s_ri[r] = ri;
-        if (live) ctrl[t] = ri;
-      }
-    }
     PublishGroup(counter);
   } else {
     WaitForGroup(counter);
-    for (int r = threadIdx.x; r < TILE; r += THREADS) {
-      s_ri[r] = x.base + r < p.length ? __ldcg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
+  }
+  for (int r = threadIdx.x; r < TILE; r += THREADS) {
+    const long long t = x.base + r;
+    float2 ri = make_float2(0.0f, 0.0f);
+    if (t < p.length) {
+      ri = SamuControlOf(p, __ldcg(acc + (x.b * p.length + t) * kSamuTokenSums + 2));
+      if (x.strip == 0) ctrl[t] = ri;
     }
+    s_ri[r] = ri;
   }
   __syncthreads();
 }
 
-// Backward, after the rescan has written tok[token][strip][0..2]: the last
-// block reduces them per row into dm_t / W (written over the row's strip-0
-// slot 0 for the other strips, once that slot is read), the group's
-// controller partials (ctrl row b x tiles + tile, rows summed in order) and
-// marks the group met. Every block ends with its rows' shares in s_share
-// (0 before t = 0). s_contrib: 4 x TILE floats of free shared memory.
+// Backward, after the rescan has added its per-row sums (sum G, sum g s
+// beta x, sum x) into acc[token][0..2] by atomics: once the group has met,
+// every block forms dm_t / W for its rows into s_share (0 before t = 0);
+// strip 0's block also writes the (b, tile)'s controller partials (ctrl row
+// b x tiles + tile, rows summed in order). s_contrib: 4 x TILE floats of
+// free shared memory.
 template <int THREADS, int TILE>
 __device__ __forceinline__ void SamuMeetBackward(const SamuParams& p, const Layout& lay, const TileIndex& x,
                                                  float* s_share, float* s_contrib) {
-  float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
+  const float* acc = reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.acc_offset);
   unsigned* counter = static_cast<unsigned*>(p.workspace) + lay.group_counters + x.b * lay.tiles + x.tile;
   if (ArriveAtGroup(counter, static_cast<unsigned>(lay.strips))) {
-    constexpr int kParts = MeetParts(THREADS, TILE);
-    const int part = threadIdx.x % kParts;
-    const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
-    for (int r0 = 0; r0 < TILE; r0 += THREADS / kParts) {
-      const int r = r0 + threadIdx.x / kParts;
-      const long long t = x.base + r;
-      const bool live = r < TILE && t >= 0;
-      float* row = tok + (x.b * p.length + t) * lay.strips * kSamuTokenSums;
-      float sums[3] = {0.0f, 0.0f, 0.0f};
-      if (live) {
-#pragma unroll 1
-        for (long long q = part; q < lay.strips; q += kParts) {
-#pragma unroll
-          for (int n = 0; n < 3; ++n) sums[n] += __ldcg(row + q * kSamuTokenSums + n);
-        }
-      }
-#pragma unroll
-      for (int n = 0; n < 3; ++n) sums[n] = RowSum<kParts>(sums[n]);
-      if (part == 0 && r < TILE) {
-        float share = 0.0f, contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-        if (live) {
-          const float m = sums[2] / static_cast<float>(p.width);
-          const float zr = fmaf(w_r, m, b_r), zi = fmaf(w_i, m, b_i);
-          const float dz_r = sums[0] * SigmoidAccurate(-zr);
-          const float dz_i = sums[1] * (SigmoidAccurate(zi) * SigmoidAccurate(-zi));
-          share = fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width);
-          contrib[0] = dz_r * m;
-          contrib[1] = dz_r;
-          contrib[2] = dz_i * m;
-          contrib[3] = dz_i;
-          row[0] = share;  // strip 0's slot 0: read above by this thread (part 0) only
-        }
-        s_share[r] = share;
-#pragma unroll
-        for (int n = 0; n < 4; ++n) s_contrib[r * 4 + n] = contrib[n];
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x < 4) {
-      float total = 0.0f;
-      for (int r = 0; r < TILE; ++r) total += s_contrib[r * 4 + threadIdx.x];
-      reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.ctrl_offset)[(x.b * lay.tiles + x.tile) * 4 +
-                                                                                  threadIdx.x] = total;
-    }
     PublishGroup(counter);
   } else {
     WaitForGroup(counter);
-    for (int r = threadIdx.x; r < TILE; r += THREADS) {
-      const long long t = x.base + r;
-      s_share[r] = t >= 0 ? __ldcg(tok + (x.b * p.length + t) * lay.strips * kSamuTokenSums) : 0.0f;
+  }
+  const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
+  for (int r = threadIdx.x; r < TILE; r += THREADS) {
+    const long long t = x.base + r;
+    float share = 0.0f, contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (t >= 0) {
+      const float* sums = acc + (x.b * p.length + t) * kSamuTokenSums;
+      const float s0 = __ldcg(sums), s1 = __ldcg(sums + 1), s2 = __ldcg(sums + 2);
+      const float m = s2 / static_cast<float>(p.width);
+      const float zr = fmaf(w_r, m, b_r), zi = fmaf(w_i, m, b_i);
+      const float dz_r = s0 * SigmoidAccurate(-zr);
+      const float dz_i = s1 * (SigmoidAccurate(zi) * SigmoidAccurate(-zi));
+      share = fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width);
+      contrib[0] = dz_r * m;
+      contrib[1] = dz_r;
+      contrib[2] = dz_i * m;
+      contrib[3] = dz_i;
+    }
+    s_share[r] = share;
+    if (x.strip == 0) {
+#pragma unroll
+      for (int n = 0; n < 4; ++n) s_contrib[r * 4 + n] = contrib[n];
     }
   }
   __syncthreads();
+  if (x.strip == 0 && threadIdx.x < 4) {
+    float total = 0.0f;
+    for (int r = 0; r < TILE; ++r) total += s_contrib[r * 4 + threadIdx.x];
+    reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.ctrl_offset)[(x.b * lay.tiles + x.tile) * 4 +
+                                                                                threadIdx.x] = total;
+  }
 }
 
 // Forward: stages x (2 B per element at bf16); (r_t, i_t) of the thread's
@@ -855,6 +818,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   float u[VEC];
   CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
   float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
+  float* acc_sums = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.acc_offset);  // FUSED
   float acc[3][VEC];
 #pragma unroll
   for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
@@ -912,7 +876,11 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
         if (tid % (kLanes / 8) == 0 && idx < 6) {
           const long long tt = x.base + row_of((i & ~1) + idx / 3);
           if (kIn || tt >= 0) {
-            tok[((x.b * p.length + tt) * lay.strips + x.strip) * kSamuTokenSums + idx % 3] = total;
+            if constexpr (FUSED) {
+              atomicAdd(acc_sums + (x.b * p.length + tt) * kSamuTokenSums + idx % 3, total);
+            } else {
+              tok[((x.b * p.length + tt) * lay.strips + x.strip) * kSamuTokenSums + idx % 3] = total;
+            }
           }
         }
       }
@@ -922,7 +890,13 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
       if ((kIn || t >= 0) && lane == 0) {
         const long long token = x.b * p.length + t;
 #pragma unroll
-        for (int n = 0; n < 3; ++n) tok[(token * lay.strips + x.strip) * kSamuTokenSums + n] = sums[n];
+        for (int n = 0; n < 3; ++n) {
+          if constexpr (FUSED) {
+            atomicAdd(acc_sums + token * kSamuTokenSums + n, sums[n]);
+          } else {
+            tok[(token * lay.strips + x.strip) * kSamuTokenSums + n] = sums[n];
+          }
+        }
       }
     }
     if (kIn || t >= 0) {

@@ -51,6 +51,7 @@ struct Layout {
   long long ctrl_rows;   // rows of samu's controller partials
   long long group_counters;  // samu look-back: uint index of the (b, tile) counters in the workspace
   long long zero_bytes;
+  long long acc_offset;  // samu with tiles and no fix-up: [tokens][3] fp32 sums in the zeroed prefix (fused meetings)
   long long agg_offset, incl_offset, param_offset, token_offset, ctrl_offset, total_bytes;
 };
 
@@ -72,7 +73,13 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
   g.fix_blocks = samu ? (tokens + kFixupTokensPerBlock - 1) / kFixupTokensPerBlock : 0;
   g.ctrl_rows = samu ? (tile > 0 && !samu_fixup ? g.parts : g.fix_blocks) : 0;
   g.group_counters = 64 + g.seqs * g.tiles;
-  g.zero_bytes = tile > 0 ? RoundUp256(256 + 4 * g.seqs * g.tiles + (samu ? 4 * batch * g.tiles : 0)) : 0;
+  // The `fused` meetings sum per-token values by atomics into [tokens][3]
+  // fp32 after the counters (zeroed with them); present for every samu
+  // layout with tiles and no fix-up (fused, and v1's lookbacksmem, whose
+  // finalize shares the layout).
+  g.acc_offset = 256 + 4 * g.seqs * g.tiles + (samu ? 4 * batch * g.tiles : 0);
+  const long long acc_bytes = (samu && tile > 0 && !samu_fixup) ? tokens * 3 * 4 : 0;
+  g.zero_bytes = tile > 0 ? RoundUp256(g.acc_offset + acc_bytes) : 0;
   const long long slots = tile > 0 ? g.seqs * g.tiles * unit : 0;
   g.agg_offset = g.zero_bytes;
   g.incl_offset = g.agg_offset + RoundUp256(slots * 8);

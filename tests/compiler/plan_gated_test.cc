@@ -65,7 +65,7 @@ TEST(GatedEnumerate, FourFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
       EXPECT_EQ(*back, v) << v.Name();
     }
     EXPECT_EQ(per_family.size(), 4u);
-    EXPECT_GE(per_family[Algorithm::kFused], 5);
+    EXPECT_GE(per_family[Algorithm::kFused], 4);
     EXPECT_GE(per_family[Algorithm::kSequential], 3);
     EXPECT_GE(per_family[Algorithm::kLookbackSmem], 6);
     EXPECT_GE(per_family[Algorithm::kLookback], 4);
@@ -304,6 +304,9 @@ TEST(GatedPlan, FusedGeometry) {
   // The group counters (one per (b, tile)) lie in the zeroed prefix.
   EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(lay.zero_bytes));
   EXPECT_GE(lay.zero_bytes, 4 * (lay.group_counters + 4 * lay.tiles));
+  // ... and the per-token accumulators of the meetings ([tokens][3] fp32), zeroed with them.
+  EXPECT_EQ(lay.acc_offset, 4 * (lay.group_counters + 4 * lay.tiles));
+  EXPECT_GE(lay.zero_bytes, lay.acc_offset + 3 * 4 * 4 * 2048);
   // Strips of a tile meet: at most one per SM (1x32768x2048 at strip 16 is 128 strips).
   EXPECT_TRUE(CanImplement(Parsed("fused_d16_s32_c512"), MakeProblem(Op::kSamu, {1, 32768, 2048}), h200).ok());
   EXPECT_FALSE(CanImplement(Parsed("fused_d16_s32_c512"), MakeProblem(Op::kSamu, {1, 8192, 2560}), h200).ok());

@@ -559,10 +559,11 @@ TEST(GatedReferenceTest, FloorBytes) {
 // SamuMeetBackward; CombineAndLookBack and TakeTicket in gated_scan.cuh),
 // block by block with the kernels' index math: tickets (tile-slowest), the
 // zero rows StageRows stages past the edges, the segments' composition,
-// the decoupled look-back's flags, both meetings (per-(token, strip) sums,
-// the last block's fixed-order reduction over MeetParts threads per row,
-// the counter's top bit, dm_t / W over strip 0's slot), the per-(b, tile)
-// controller rows and parameter partials. A block is a state machine that
+// the decoupled look-back's flags, both meetings (per-token sums added into
+// zeroed accumulators, the counter's top bit set by the last arrival, every
+// block then forming its rows' (r_t, i_t) or dm_t / W from the full sums;
+// strip 0's block writing p.ctrl and the per-(b, tile) controller rows),
+// and the parameter partials. A block is a state machine that
 // stops wherever the kernel spins; a scheduler keeps `cap` blocks resident,
 // starts new ones in blockIdx order as slots free, and steps the residents
 // in random order. Checks: the results match the float64 reference, and no
@@ -572,16 +573,9 @@ namespace fused_emulation {
 
 constexpr unsigned kMet = 0x80000000u;
 
-int MeetParts(int threads, int tile) {
-  int parts = 1;
-  while (parts * 2 <= 32 && parts * 2 * tile <= threads) parts *= 2;
-  return parts;
-}
-
 struct Geometry {
   int strip, segs, tile;
   int Steps() const { return tile / segs; }
-  int Threads() const { return strip / 2 * segs; }
 };
 
 struct Emulator {
@@ -591,7 +585,7 @@ struct Emulator {
   int64_t tiles, strips, seqs;
   std::vector<double> sp, ratio;  // -8 softplus(lambda), sigmoid / softplus
   // Workspace and outputs (NaN until written).
-  std::vector<double> tok;                   // [token][strip][3]
+  std::vector<double> acc;                   // [token][3], zeroed per phase (the kernels' fp32 atomics)
   std::vector<unsigned> counter;             // [b][tile]
   std::vector<int> flag;                     // [seq][tile]: 0, 1 aggregate, 2 inclusive
   std::vector<std::vector<double>> agg_a, agg_h, incl;  // [seq * tiles + tile][strip]
@@ -625,11 +619,9 @@ struct Emulator {
     agg_a.assign(seqs * tiles, {});
     agg_h.assign(seqs * tiles, {});
     incl.assign(seqs * tiles, {});
-    tok.assign(s.batch * s.length * strips * 3, std::nan(""));
+    acc.assign(s.batch * s.length * 3, 0.0);
   }
-  double& Tok(int64_t b, int64_t t, int64_t strip, int n) {
-    return tok[static_cast<size_t>(((b * s.length + t) * strips + strip) * 3 + n)];
-  }
+  double& Acc(int64_t b, int64_t t, int n) { return acc[static_cast<size_t>((b * s.length + t) * 3 + n)]; }
 };
 
 // One block of either scan; Step() advances it as far as it can without
@@ -744,39 +736,25 @@ struct Block {
           if (base + r >= s.length) continue;
           double sum = 0.0;
           for (int64_t j = 0; j < W(); ++j) sum += xs[r * W() + j];
-          e->Tok(b, base + r, strip, 2) = sum;
+          e->Acc(b, base + r, 2) += sum;
         }
         ri.assign(2 * Rows(), 0.0);
         last = Arrive();
-        if (last) {
-          const int parts = MeetParts(e->g.Threads(), e->g.tile);
-          for (int64_t r = 0; r < Rows(); ++r) {
-            const int64_t t = base + r;
-            if (t >= s.length) continue;
-            double sum = 0.0;
-            for (int part = 0; part < parts; ++part) {
-              for (int64_t q = part; q < e->strips; q += parts) sum += e->Tok(b, t, q, 2);
-            }
-            const double m = sum / static_cast<double>(s.width);
-            ri[2 * r] = GatedSigmoid(cc.w_r * m + cc.b_r);
-            ri[2 * r + 1] = GatedSigmoid(cc.w_i * m + cc.b_i);
-            e->ctrl[2 * (b * s.length + t)] = ri[2 * r];
-            e->ctrl[2 * (b * s.length + t) + 1] = ri[2 * r + 1];
-          }
-          Counter() = kMet;
-        }
+        if (last) Counter() = kMet;
         phase = 1;
         return true;
       }
-      case 1: {  // wait for the group, local pass, aggregate
-        if (!last) {
-          if ((Counter() & kMet) == 0) return false;
-          for (int64_t r = 0; r < Rows(); ++r) {
-            const int64_t t = base + r;
-            if (t < s.length) {
-              ri[2 * r] = e->ctrl[2 * (b * s.length + t)];
-              ri[2 * r + 1] = e->ctrl[2 * (b * s.length + t) + 1];
-            }
+      case 1: {  // wait for the group; (r_t, i_t) from the full sums; local pass, aggregate
+        if (!last && (Counter() & kMet) == 0) return false;
+        for (int64_t r = 0; r < Rows(); ++r) {
+          const int64_t t = base + r;
+          if (t >= s.length) continue;
+          const double m = e->Acc(b, t, 2) / static_cast<double>(s.width);
+          ri[2 * r] = GatedSigmoid(cc.w_r * m + cc.b_r);
+          ri[2 * r + 1] = GatedSigmoid(cc.w_i * m + cc.b_i);
+          if (strip == 0) {
+            e->ctrl[2 * (b * s.length + t)] = ri[2 * r];
+            e->ctrl[2 * (b * s.length + t) + 1] = ri[2 * r + 1];
           }
         }
         a.assign(Rows() * W(), 1.0);
@@ -876,7 +854,7 @@ struct Block {
               if (t == 0 && c0 + j < s.width) e->dh0[b * s.width + c0 + j] = u[j];
             }
             if (t >= 0) {
-              for (int n = 0; n < 3; ++n) e->Tok(b, t, strip, n) = sums[n];
+              for (int n = 0; n < 3; ++n) e->Acc(b, t, n) += sums[n];
             }
           }
         }
@@ -886,41 +864,29 @@ struct Block {
           }
         }
         last = Arrive();
-        if (last) {
-          const int parts = MeetParts(e->g.Threads(), e->g.tile);
-          double contrib[4] = {0.0, 0.0, 0.0, 0.0};
-          for (int64_t r = 0; r < Rows(); ++r) {
-            const int64_t t = base + r;
-            if (t < 0) continue;
-            double sum[3] = {0.0, 0.0, 0.0};
-            for (int part = 0; part < parts; ++part) {
-              for (int64_t q = part; q < e->strips; q += parts) {
-                for (int n = 0; n < 3; ++n) sum[n] += e->Tok(b, t, q, n);
-              }
-            }
-            const double m = sum[2] / static_cast<double>(s.width);
-            const double zr = cc.w_r * m + cc.b_r, zi = cc.w_i * m + cc.b_i;
-            const double dz_r = sum[0] * GatedSigmoid(-zr);
-            const double dz_i = sum[1] * GatedSigmoid(zi) * GatedSigmoid(-zi);
-            e->Tok(b, t, 0, 0) = (cc.w_r * dz_r + cc.w_i * dz_i) / static_cast<double>(s.width);
-            contrib[0] += dz_r * m;
-            contrib[1] += dz_r;
-            contrib[2] += dz_i * m;
-            contrib[3] += dz_i;
-          }
-          for (int n = 0; n < 4; ++n) e->ctrl_rows[(b * e->tiles + tile) * 4 + n] = contrib[n];
-          Counter() = kMet;
-        }
+        if (last) Counter() = kMet;
         phase = 2;
         return true;
       }
-      case 2: {  // wait for the group; dx = part + dm_t / W, stored once
+      case 2: {  // wait for the group; dm_t / W from the full sums; dx = part + dm_t / W, stored once
         if (!last && (Counter() & kMet) == 0) return false;
+        double contrib[4] = {0.0, 0.0, 0.0, 0.0};
         for (int64_t r = 0; r < Rows(); ++r) {
           const int64_t t = base + r;
           if (t < 0) continue;
-          const double share = e->Tok(b, t, 0, 0);
+          const double m = e->Acc(b, t, 2) / static_cast<double>(s.width);
+          const double zr = cc.w_r * m + cc.b_r, zi = cc.w_i * m + cc.b_i;
+          const double dz_r = e->Acc(b, t, 0) * GatedSigmoid(-zr);
+          const double dz_i = e->Acc(b, t, 1) * GatedSigmoid(zi) * GatedSigmoid(-zi);
+          const double share = (cc.w_r * dz_r + cc.w_i * dz_i) / static_cast<double>(s.width);
+          contrib[0] += dz_r * m;
+          contrib[1] += dz_r;
+          contrib[2] += dz_i * m;
+          contrib[3] += dz_i;
           for (int64_t j = 0; j < W() && c0 + j < s.width; ++j) e->dx[At(s, b, t, c0 + j)] = slot[r * W() + j] + share;
+        }
+        if (strip == 0) {
+          for (int n = 0; n < 4; ++n) e->ctrl_rows[(b * e->tiles + tile) * 4 + n] = contrib[n];
         }
         phase = 99;
         return true;
