@@ -413,7 +413,11 @@ class SsmPlannerImpl final : public OpPlanner {
   static int64_t TscanShared(const Variant& v, const Problem& problem, bool bwd) {
     const bool gate = problem.ssm.z_gate;
     const int g = TscanGroups(v);
-    const int64_t fwd = SsmTscanSmemLayout(problem.ssm.state, v.dim_block, v.segments, v.items, g, gate, false).total;
+    // The fp32 forward double-buffers its chunk (cp.async) where that keeps its blocks per SM.
+    const bool prefetch =
+        SsmTscanPrefetch(problem.ssm.state, v.dim_block, v.segments, v.items, g, gate, problem.dtype == DType::kF32);
+    const int64_t fwd =
+        SsmTscanSmemLayout(problem.ssm.state, v.dim_block, v.segments, v.items, g, gate, false, prefetch).total;
     const int64_t back =
         bwd ? SsmTscanSmemLayout(problem.ssm.state, v.dim_block, v.segments, v.items, g, gate, true).total : 0;
     return std::max(fwd, back) * static_cast<int64_t>(sizeof(float));
@@ -429,7 +433,10 @@ class SsmPlannerImpl final : public OpPlanner {
     const uint32_t threads = static_cast<uint32_t>(TscanThreads(v));
     const int g = TscanGroups(v);
     const uint32_t fwd_shared = static_cast<uint32_t>(
-        SsmTscanSmemLayout(n, v.dim_block, v.segments, v.items, g, gate, false).total * sizeof(float));
+        SsmTscanSmemLayout(n, v.dim_block, v.segments, v.items, g, gate, false,
+                           SsmTscanPrefetch(n, v.dim_block, v.segments, v.items, g, gate, problem.dtype == DType::kF32))
+            .total *
+        sizeof(float));
     const uint32_t bwd_shared = static_cast<uint32_t>(
         SsmTscanSmemLayout(n, v.dim_block, v.segments, v.items, g, gate, true).total * sizeof(float));
     const int64_t finalize_elements = std::max<int64_t>(s.batch * s.length * n, s.width * n);

@@ -637,6 +637,29 @@ __device__ __forceinline__ float ExpAccurate(float x) {
   return __int_as_float(__float_as_int(q) + (__float_as_int(j) << 23));
 }
 
+// fp32 inputs are staged by cp.async (4 bytes, zero-filled outside the sequence or the channels):
+// the forward copies the next chunk while the current one computes (no registers held).
+template <typename T>
+struct IsF32 {
+  static constexpr bool value = false;
+};
+template <>
+struct IsF32<float> {
+  static constexpr bool value = true;
+};
+__device__ __forceinline__ void CpAsync4(float* smem, const float* gmem, bool ok) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile(
+      "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %1;\n\tcp.async.ca.shared.global [%0], [g], 4, %2;\n\t}" ::"r"(s),
+      "l"(gmem), "r"(ok ? 4 : 0)
+      : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int PENDING>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+}
+
 template <int N_, int DB_, int TW_, int K_, int SW_>
 struct TCfg {
   static constexpr int N = N_, DB = DB_, TW = TW_, K = K_, SW = SW_;
@@ -672,7 +695,7 @@ struct TCfg {
 // Thread tid stages channel tid % DB at position (tid % STAGERS) / DB, steps
 // k = tid / STAGERS, + SW, .. < K: a warp's loads cover 32 / DB timesteps x
 // DB channels.
-template <typename T, typename C, int NSRC>
+template <typename T, typename C, int NSRC, bool ASYNC = false>
 __device__ __forceinline__ void StageRows(float* rows, const void* const (&src)[NSRC], long long b, long long L,
                                           long long D, long long d0, long long tc) {
   const int st = threadIdx.x % C::STAGERS, k0 = C::SW == 1 ? 0 : threadIdx.x / C::STAGERS;
@@ -687,7 +710,14 @@ __device__ __forceinline__ void StageRows(float* rows, const void* const (&src)[
     if (C::K % C::SW != 0 && k >= C::K) break;
     const bool ok = dok && t0 + k < L;
 #pragma unroll
-    for (int a = 0; a < NSRC; ++a) dst[a * C::DB * C::RS + k * C::TPC] = ok ? Ld<T>(src[a], base + k * D) : 0.f;
+    for (int a = 0; a < NSRC; ++a) {
+      if constexpr (ASYNC) {
+        const float* g = static_cast<const float*>(src[a]);
+        CpAsync4(dst + a * C::DB * C::RS + k * C::TPC, ok ? g + base + k * D : g, ok);
+      } else {
+        dst[a * C::DB * C::RS + k * C::TPC] = ok ? Ld<T>(src[a], base + k * D) : 0.f;
+      }
+    }
   }
 }
 
@@ -710,7 +740,7 @@ __device__ __forceinline__ void StoreRows(void* dst, const float* row, long long
 
 // Bm, Cm of the chunk: (n, step pos * K + k) at n * NS + k * TPC + pos.
 // The chunk's (t, n) are contiguous in (B, L, N): thread tid takes n = tid % N.
-template <typename T, typename C>
+template <typename T, typename C, bool ASYNC = false>
 __device__ __forceinline__ void StageBC(float* sB, float* sC, const SelectiveScanParams& p, long long b, long long L,
                                         long long tc) {
   constexpr int kIters = C::TC * C::N / C::THREADS;
@@ -723,9 +753,31 @@ __device__ __forceinline__ void StageBC(float* sB, float* sC, const SelectiveSca
     const int tl = r * kStep + tl0;
     const int slot = n * C::NS + (tl % C::K) * C::TPC + tl / C::K;
     const bool ok = tl < left;
-    sB[slot] = ok ? Ld<T>(p.Bm, base + r * C::THREADS) : 0.f;
-    sC[slot] = ok ? Ld<T>(p.Cm, base + r * C::THREADS) : 0.f;
+    if constexpr (ASYNC) {
+      const float* gB = static_cast<const float*>(p.Bm);
+      const float* gC = static_cast<const float*>(p.Cm);
+      CpAsync4(sB + slot, ok ? gB + base + r * C::THREADS : gB, ok);
+      CpAsync4(sC + slot, ok ? gC + base + r * C::THREADS : gC, ok);
+    } else {
+      sB[slot] = ok ? Ld<T>(p.Bm, base + r * C::THREADS) : 0.f;
+      sC[slot] = ok ? Ld<T>(p.Cm, base + r * C::THREADS) : 0.f;
+    }
   }
+}
+
+// A chunk's delta, u (, z) rows and Bm, Cm of fp32 inputs into one buffer by cp.async, as one group.
+template <typename T, typename C, bool GATE>
+__device__ __forceinline__ void StageChunk(float* rows, float* bc, const SelectiveScanParams& p, long long b,
+                                           long long d0, long long tc) {
+  if (GATE) {
+    const void* const srcs[3] = {p.delta, p.u, p.z};
+    StageRows<T, C, 3, true>(rows, srcs, b, p.length, p.dim, d0, tc);
+  } else {
+    const void* const srcs[2] = {p.delta, p.u};
+    StageRows<T, C, 2, true>(rows, srcs, b, p.length, p.dim, d0, tc);
+  }
+  StageBC<T, C, true>(bc, bc + C::N * C::NS, p, b, p.length, tc);
+  CpAsyncCommit();
 }
 
 // Scan of the affine maps h -> P h + H of a channel's lanes over the chunk,
@@ -834,9 +886,11 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
   using C = ssm::TCfg<N, DB, TW, K, SW>;
   constexpr int RS = C::RS, NS = C::NS, TPC = C::TPC, NPG = C::NPG;
   constexpr long long TC = C::TC;
-  constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, SW, GATE, false);
+  // fp32 (where shared memory allows): the next chunk's inputs by cp.async during this one.
+  constexpr bool PF = ssm::IsF32<T>::value && SsmTscanPrefetch(N, DB, TW, K, SW, GATE, true);
+  constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, SW, GATE, false, PF);
   extern __shared__ __align__(16) float smem[];
-  float* rows = smem + kLay.rows;  // delta, u (, z); y over u
+  float* rows = smem + kLay.rows;  // delta, u (, z); y over u (PF: this chunk's buffer)
   float* sB = smem + kLay.bc;
   float* sC = sB + N * NS;
   float* sCarry = smem + kLay.carry;  // [2][DB][N]
@@ -866,16 +920,31 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
   float* ckpt = static_cast<float*>(p.workspace) + ws.ckpt + b * chunks * D * N;  // this batch's (chunks, D, N)
   const void* const srcs_g[3] = {p.delta, p.u, p.z};
   const void* const srcs[2] = {p.delta, p.u};
+  if constexpr (PF) ssm::StageChunk<T, C, GATE>(smem + kLay.rows, smem + kLay.bc, p, b, d0, 0);
   int par = 0;
   for (long long c = 0; c < chunks; ++c, par ^= 1) {
     const long long tc = c * TC;
-    __syncthreads();  // the previous chunk's readers are done; the initial carry is visible
-    if (GATE) {
-      ssm::StageRows<T, C, 3>(rows, srcs_g, b, L, D, d0, tc);
+    const int buf = PF ? static_cast<int>(c & 1) : 0;
+    __syncthreads();  // the previous chunk's readers are done (of buffer buf ^ 1 too); the initial carry is visible
+    if constexpr (PF) {
+      if (c + 1 < chunks) {
+        ssm::StageChunk<T, C, GATE>(smem + (buf ? kLay.rows : kLay.rows2), smem + (buf ? kLay.bc : kLay.bc2), p, b, d0,
+                                    tc + TC);
+        ssm::CpAsyncWait<1>();  // this chunk's group has landed (the next one may be in flight)
+      } else {
+        ssm::CpAsyncWait<0>();
+      }
+      rows = smem + (buf ? kLay.rows2 : kLay.rows);
+      sB = smem + (buf ? kLay.bc2 : kLay.bc);
+      sC = sB + N * NS;
     } else {
-      ssm::StageRows<T, C, 2>(rows, srcs, b, L, D, d0, tc);
+      if (GATE) {
+        ssm::StageRows<T, C, 3>(rows, srcs_g, b, L, D, d0, tc);
+      } else {
+        ssm::StageRows<T, C, 2>(rows, srcs, b, L, D, d0, tc);
+      }
+      ssm::StageBC<T, C>(sB, sC, p, b, L, tc);
     }
-    ssm::StageBC<T, C>(sB, sC, p, b, L, tc);
     if (OUT & 2) {  // the block's states entering the chunk, coalesced: (d0 .. d0 + DB, N) are contiguous
       for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
         if (d0 + i / N < D) ckpt[c * D * N + d0 * N + i] = sCarry[par * DB * N + i];

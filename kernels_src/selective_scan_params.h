@@ -101,7 +101,7 @@ SSM_HD struct SsmWorkspace SsmWorkspaceLayout(long long B, long long L, long lon
 // the checkpoints are the forward state at every chunk start,
 // SsmWorkspaceLayout(B, L, D, N, 0, TC).ckpt.
 struct SsmTscanSmem {
-  long long rows, bc, carry, a2, a, da, agg, ck, dec, red, total;  // offsets in floats
+  long long rows, bc, carry, a2, a, da, agg, ck, dec, red, rows2, bc2, total;  // offsets in floats
 };
 SSM_HD_CONSTEXPR long long SsmTscanChunk(long long TW, long long K) { return 32 * TW * K; }
 SSM_HD_CONSTEXPR long long SsmTscanRowStride(long long DB, long long TW, long long K) {
@@ -113,8 +113,11 @@ SSM_HD_CONSTEXPR long long SsmTscanRowStride(long long DB, long long TW, long lo
 // and the chunk's (dBm, dCm) sums; red = the channel reduction, double
 // buffered [2][SW][2][DB][TC] (also the du, ddelta, y partials of the state
 // groups at the chunk's end). dec: each warp's chunk decays exp(A sum delta).
+// prefetch (forward, fp32: the next chunk's inputs copied by cp.async while
+// the current one computes): rows2, bc2 = the second rows and Bm/Cm buffers.
 SSM_HD_CONSTEXPR struct SsmTscanSmem SsmTscanSmemLayout(long long N, long long DB, long long TW, long long K,
-                                                        long long SW, bool gate, bool bwd) {
+                                                        long long SW, bool gate, bool bwd,
+                                                        bool prefetch = false) {
   struct SsmTscanSmem s{};
   const long long tc = SsmTscanChunk(TW, K);
   const long long nrows = bwd ? 3 + (gate ? 1 : 0) : 2 + (gate ? 1 : 0);
@@ -128,6 +131,19 @@ SSM_HD_CONSTEXPR struct SsmTscanSmem SsmTscanSmemLayout(long long N, long long D
   s.ck = s.agg + (bwd ? 2 : 1) * 2 * DB * TW * 2;  // bwd: the chunk's start states [DB][N]
   s.dec = s.ck + (bwd ? DB * N : 0);  // every warp's chunk decays [DB * SW * TW][N]
   s.red = s.dec + DB * SW * TW * N;
-  s.total = s.red + (bwd ? 2 * SW * 2 * DB * tc : (SW - 1) * DB * SsmTscanRowStride(DB, TW, K));
+  s.rows2 = s.red + (bwd ? 2 * SW * 2 * DB * tc : (SW - 1) * DB * SsmTscanRowStride(DB, TW, K));
+  const bool two = prefetch && !bwd;
+  s.bc2 = s.rows2 + (two ? s.bc - s.rows : 0);
+  s.total = s.bc2 + (two ? s.carry - s.bc : 0);
   return s;
+}
+
+// Whether the forward double-buffers its chunk (cp.async; fp32 inputs only): where the second
+// buffer keeps the blocks per SM that the registers allow (64 K registers over about 24 + 10 K
+// per thread; 227 KB of shared memory, 1 KB reserved per block).
+SSM_HD_CONSTEXPR bool SsmTscanPrefetch(long long N, long long DB, long long TW, long long K, long long SW, bool gate,
+                                       bool f32) {
+  const long long threads = DB * SW * TW * 32;
+  const long long by_regs = 65536 / (threads * (24 + 10 * K)) < 1 ? 1 : 65536 / (threads * (24 + 10 * K));
+  return f32 && by_regs * (SsmTscanSmemLayout(N, DB, TW, K, SW, gate, false, true).total * 4 + 1024) <= 227 * 1024;
 }

@@ -158,7 +158,10 @@ TEST(SsmMakePlan, TscanLaunches) {
   EXPECT_EQ(plan->launches[0].phase, "fwd");
   EXPECT_EQ(plan->launches[0].grid, (std::array<uint32_t, 3>{13, 1, 4}));  // ceil(100 / 8) x 1 x B
   EXPECT_EQ(plan->launches[0].block, (std::array<uint32_t, 3>{512, 1, 1}));
-  const SsmTscanSmem fl = SsmTscanSmemLayout(16, 8, 2, 4, 1, false, false);
+  ASSERT_TRUE(SsmTscanPrefetch(16, 8, 2, 4, 1, false, true));
+  EXPECT_FALSE(SsmTscanPrefetch(16, 8, 2, 4, 1, false, false));  // 16-bit inputs: staged through registers
+  EXPECT_FALSE(SsmTscanPrefetch(64, 8, 1, 8, 1, false, true));   // 2 x 131 KB of Bm/Cm would not fit
+  const SsmTscanSmem fl = SsmTscanSmemLayout(16, 8, 2, 4, 1, false, false, /*prefetch=*/true);  // fp32
   const SsmTscanSmem bl = SsmTscanSmemLayout(16, 8, 2, 4, 1, false, true);
   EXPECT_EQ(plan->launches[0].shared_bytes, fl.total * 4);
   EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_tscan_bwd<float, 16, 8, 2, 4, 1, false, false, false>");
@@ -218,11 +221,13 @@ TEST(SsmMakePlan, TscanStateGroups) {
   EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_tscan_bwd<float, 16, 4, 1, 8, 2, false, false, false>");
   EXPECT_EQ(plan->launches[0].grid, (std::array<uint32_t, 3>{64, 1, 4}));  // 256 blocks at D = 256
   EXPECT_EQ(plan->launches[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
-  const SsmTscanSmem fl = SsmTscanSmemLayout(16, 4, 1, 8, 2, false, false);
+  ASSERT_TRUE(SsmTscanPrefetch(16, 4, 1, 8, 2, false, true));
+  const SsmTscanSmem fl = SsmTscanSmemLayout(16, 4, 1, 8, 2, false, false, /*prefetch=*/true);  // fp32
   const SsmTscanSmem bl = SsmTscanSmemLayout(16, 4, 1, 8, 2, false, true);
   EXPECT_EQ(plan->launches[0].shared_bytes, fl.total * 4);
   EXPECT_EQ(plan->launches[1].shared_bytes, bl.total * 4);
-  EXPECT_EQ(fl.total - fl.red, 1 * 4 * (256 + 8));     // group 1's y partials
+  EXPECT_EQ(fl.rows2 - fl.red, 1 * 4 * (256 + 8));     // group 1's y partials
+  EXPECT_EQ(fl.total - fl.rows2, fl.carry - fl.rows);  // the second rows and Bm/Cm buffers (cp.async)
   EXPECT_EQ(bl.total - bl.red, 2 * 2 * 2 * 4 * 256);   // the double-buffered channel reduction
   // 512 threads hold 128 registers: the I = 8 backward would spill; the forward fits.
   const Variant wide = *Variant::Parse("tscan_d8_w1_i8_s2");
