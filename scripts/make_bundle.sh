@@ -17,6 +17,9 @@ rsync -a --prune-empty-dirs \
   --include 'CTestTestfile.cmake' --include '*_include.cmake' --include '*_tests.cmake' \
   --include '*.cc' --exclude 'CMakeFiles/**' --include '*' build/ .bundle/build/
 find .bundle/build -type f -name '*.cc' -delete
+# Only the GPU suites run there (ctest -L gpu): the other test programs stay home
+# (the device tool carries at most 64 MiB with the working tree).
+find .bundle/build/tests -type f -perm -u+x ! -name '*gpu*' -delete
 find .bundle/build -type f -perm -u+x | while read -r f; do
   if file "$f" | grep -q ELF; then
     strip --strip-all "$f"
