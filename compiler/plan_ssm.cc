@@ -229,7 +229,6 @@ class SsmPlannerImpl final : public OpPlanner {
       launch.phase = phase;
       launch.grid = grid;
       launch.block = {block, 1, 1};
-      launch.dependent_launch = true;  // every kernel waits for its predecessor first (griddepcontrol)
       plan.launches.push_back(std::move(launch));
     };
     // names: fwd_local, carry<fwd>, fwd_main, bwd_local, carry<bwd>, bwd_main, bwd_finalize
@@ -451,7 +450,10 @@ class SsmPlannerImpl final : public OpPlanner {
       launch.grid = g;
       launch.block = {block, 1, 1};
       launch.shared_bytes = shared;
-      launch.dependent_launch = true;  // every kernel waits for its predecessor first (griddepcontrol)
+      // tscan_fwd/bwd and bwd_finalize wait for their predecessor first (griddepcontrol). The
+      // state-blocked families' launches stay plain: with PDL their chunked forward measured 10-16%
+      // slower (bench/NOTES.md, session 3 lead).
+      launch.dependent_launch = true;
       plan.launches.push_back(std::move(launch));
     };
     // names: fwd<y>, fwd<y + checkpoints>, fwd<checkpoints>, bwd, bwd_finalize. In fwd_bwd the

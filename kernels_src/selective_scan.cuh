@@ -244,8 +244,6 @@ __device__ __forceinline__ void InitialState(const SelectiveScanParams& p, const
 // Segment-local forward from zero: end state -> hseg, sum of delta -> sdelta.
 SSM_TEMPLATE
 __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_local(SelectiveScanParams p) {
-  scan::GridDependencyWait();  // programmatic dependent launch: before any memory access
-  scan::LaunchDependents();
   using C = SSM_CFG;
   __shared__ __align__(16) float smem[2][C::BC];
   const ssm::Where<C> w(p);
@@ -277,8 +275,6 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_local(Sel
 // and, BWD, the adjoint entering each segment from the right (over gseg).
 template <int N, int SEG, int CHUNK, bool BWD>
 __global__ void __launch_bounds__(256) selective_scan_carry(SelectiveScanParams p) {
-  scan::GridDependencyWait();  // programmatic dependent launch: before any memory access
-  scan::LaunchDependents();
   const long long B = p.batch, L = p.length, D = p.dim;
   const long long e = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= B * D * N) return;
@@ -310,8 +306,6 @@ __global__ void __launch_bounds__(256) selective_scan_carry(SelectiveScanParams 
 // segment; the last segment writes h_final.
 SSM_TEMPLATE
 __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_main(SelectiveScanParams p) {
-  scan::GridDependencyWait();  // programmatic dependent launch: before any memory access
-  scan::LaunchDependents();
   using C = SSM_CFG;
   __shared__ __align__(16) float smem[2][C::BC];
   const ssm::Where<C> w(p);
@@ -353,8 +347,6 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_main(Sele
 // sdelta) and dA_{t0} * g_{t0} of the adjoint scanned from zero (gseg).
 SSM_TEMPLATE
 __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_local(SelectiveScanParams p) {
-  scan::GridDependencyWait();  // programmatic dependent launch: before any memory access
-  scan::LaunchDependents();
   using C = SSM_CFG;
   __shared__ __align__(16) float smem[2][C::BC];
   const ssm::Where<C> w(p);
@@ -400,8 +392,6 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_local(Sel
 
 SSM_TEMPLATE
 __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(SelectiveScanParams p) {
-  scan::GridDependencyWait();  // programmatic dependent launch: before any memory access
-  scan::LaunchDependents();
   using C = SSM_CFG;
   constexpr int S = C::S;
   __shared__ __align__(16) float smem[2][C::BC];
@@ -569,7 +559,8 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
 // The reductions' fp32 sums to the outputs (dBm, dCm in the dtype).
 template <typename T, int N>
 __global__ void __launch_bounds__(256) selective_scan_bwd_finalize(SelectiveScanParams p) {
-  scan::GridDependencyWait();  // programmatic dependent launch: before any memory access
+  // tscan's plan launches it dependent (PDL); the state-blocked plans do not.
+  scan::GridDependencyWait();
   scan::LaunchDependents();
   const long long B = p.batch, L = p.length, D = p.dim;
   const SsmWorkspace ws = SsmWorkspaceLayout(B, L, D, N, 0, 1);  // the prefix does not depend on segment, chunk
