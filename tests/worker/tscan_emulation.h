@@ -240,6 +240,21 @@ struct TscanEmulator {
     return ExpAcc(an * v[0]);
   }
 
+  // The block's A, A * log2(e) and carry-in (h0 in the forward, zero in the
+  // backward) in shared memory, channels past D as zero.
+  void StageA(std::vector<R>& sm, const SsmTscanSmem& lay, long long b, long long d0, bool with_h0) const {
+    const long long D = in->shape.width;
+    const int N = s.N;
+    for (int i = 0; i < s.DB * N; ++i) {
+      const long long di = d0 + i / N;
+      const bool ok = di < D;
+      const R a = ok ? static_cast<R>(in->A[di * N + i % N]) : R(0);
+      sm[lay.a + i] = a;
+      sm[lay.a2 + i] = a * static_cast<R>(1.4426950408889634);
+      sm[lay.carry + i] = with_h0 && ok && !in->h0.empty() ? static_cast<R>(in->h0[(b * D + di) * N + i % N]) : R(0);
+    }
+  }
+
   // The forward kernel for every block; OUT as the kernel's template argument.
   void Forward(int out) {
     const Shape& sh = in->shape;
@@ -259,14 +274,7 @@ struct TscanEmulator {
     for (long long b = 0; b < B; ++b) {
       for (long long d0 = 0; d0 < D; d0 += DB) {
         std::vector<R> sm(lay.total, R(std::nan("")));
-        for (int i = 0; i < DB * N; ++i) {
-          const long long di = d0 + i / N;
-          const bool ok = di < D;
-          const R a = ok ? static_cast<R>(in->A[di * N + i % N]) : R(0);
-          sm[lay.a + i] = a;
-          sm[lay.a2 + i] = a * static_cast<R>(1.4426950408889634);
-          sm[lay.carry + i] = ok && !in->h0.empty() ? static_cast<R>(in->h0[(b * D + di) * N + i % N]) : R(0);
-        }
+        StageA(sm, lay, b, d0, /*with_h0=*/true);
         std::vector<std::vector<R>> dl(threads, std::vector<R>(K)), x = dl, yv = dl, zz = dl;
         std::vector<R> dsum(threads);
         int par = 0;
@@ -380,13 +388,7 @@ struct TscanEmulator {
     for (long long b = 0; b < B; ++b) {
       for (long long d0 = 0; d0 < D; d0 += DB) {
         std::vector<R> sm(lay.total, R(std::nan("")));
-        for (int i = 0; i < DB * N; ++i) {
-          const long long di = d0 + i / N;
-          const R a = di < D ? static_cast<R>(in->A[di * N + i % N]) : R(0);
-          sm[lay.a + i] = a;
-          sm[lay.a2 + i] = a * static_cast<R>(1.4426950408889634);
-          sm[lay.carry + i] = 0;
-        }
+        StageA(sm, lay, b, d0, /*with_h0=*/false);
         for (int i = 0; i < 2 * DB * s.TW * N; ++i) sm[lay.da + i] = 0;
         const long long sB = lay.bc, sC = sB + N * ns, sSum = sC + N * ns;
         std::vector<R> dDv_acc(threads, 0), dDv_comp(threads, 0), dbias_acc(threads, 0), dbias_comp(threads, 0);
