@@ -288,6 +288,12 @@ CompileRequest Request(const Variant& v, DType dtype, int n, bool options) {
   return r;
 }
 
+// "variant dtype nN[ +options]", for failure messages.
+std::string Describe(const CompileRequest& r) {
+  return r.variant.Name() + " " + DTypeName(r.dtype) + " n" + std::to_string(r.ssm.state) +
+         (r.ssm.z_gate ? " +options" : "");
+}
+
 void CompileAndCheck(const std::vector<CompileRequest>& requests) {
   NvrtcCompiler compiler;
   const auto start = std::chrono::steady_clock::now();
@@ -296,8 +302,7 @@ void CompileAndCheck(const std::vector<CompileRequest>& requests) {
   ASSERT_EQ(results.size(), requests.size());
   for (size_t i = 0; i < results.size(); ++i) {
     const CompileRequest& r = requests[i];
-    const std::string what = r.variant.Name() + " " + DTypeName(r.dtype) + " n" + std::to_string(r.ssm.state) +
-                             (r.ssm.z_gate ? " +options" : "");
+    const std::string what = Describe(r);
     ASSERT_TRUE(results[i].ok()) << what << ": " << results[i].status().ToString();
     ASSERT_EQ(results[i]->state, v1::OK) << what << "\n" << results[i]->log;
     const std::vector<std::string> names = NameExpressions(r.variant, r.op, r.dtype, r.ssm);
@@ -350,8 +355,7 @@ TEST(SsmNvrtc, TscanEveryInstanceNoSpills) {
   const bool print = std::getenv("SCANTUNE_PRINT_REGS") != nullptr;
   for (size_t i = 0; i < results.size(); ++i) {
     const CompileRequest& r = requests[i];
-    const std::string what = r.variant.Name() + " " + DTypeName(r.dtype) + " n" + std::to_string(r.ssm.state) +
-                             (r.ssm.z_gate ? " +options" : "");
+    const std::string what = Describe(r);
     ASSERT_TRUE(results[i].ok()) << what << ": " << results[i].status().ToString();
     ASSERT_EQ(results[i]->state, v1::OK) << what << "\n" << results[i]->log;
     Problem p = Ssm(4, 8192, 256, r.ssm.state, Mode::kFwdBwd, r.dtype, r.ssm.z_gate);
