@@ -79,6 +79,19 @@ struct Config {
   int dim_block = 0, split = 1, segment = 0, chunk = 1;
 };
 
+// What every family needs of the problem: N in {8, 16, 32, 64}, no empty dimension.
+Status CheckStateAndShape(const Problem& problem) {
+  const int n = problem.ssm.state;
+  if (n != 8 && n != 16 && n != 32 && n != 64) {
+    return InvalidArgument("state " + std::to_string(n) + " not in {8, 16, 32, 64}");
+  }
+  const Shape& s = problem.shape;
+  if (s.batch < 1 || s.length < 1 || s.width < 1) {
+    return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
+  }
+  return Status::Ok();
+}
+
 StatusOr<Config> ConfigOf(const Variant& v) {
   Config c;
   switch (v.algorithm) {
@@ -143,14 +156,9 @@ class SsmPlannerImpl final : public OpPlanner {
   Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
     if (v.algorithm == Algorithm::kTimeScan) return CanImplementTscan(v, problem, device);
     ASSIGN_OR_RETURN(const Config c, ConfigOf(v));
+    RETURN_IF_ERROR(CheckStateAndShape(problem));
     const Shape& s = problem.shape;
     const int n = problem.ssm.state;
-    if (n != 8 && n != 16 && n != 32 && n != 64) {
-      return InvalidArgument("state " + std::to_string(n) + " not in {8, 16, 32, 64}");
-    }
-    if (s.batch < 1 || s.length < 1 || s.width < 1) {
-      return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
-    }
     if ((v.algorithm == Algorithm::kSequential || v.algorithm == Algorithm::kChunked) && v.vec != 1) {
       return InvalidArgument("vec " + std::to_string(v.vec) + ": selective_scan's per-channel families take vec 1");
     }
@@ -331,14 +339,9 @@ class SsmPlannerImpl final : public OpPlanner {
 
  private:
   static Status CanImplementTscan(const Variant& v, const Problem& problem, const DeviceLimits& device) {
+    RETURN_IF_ERROR(CheckStateAndShape(problem));
     const Shape& s = problem.shape;
     const int n = problem.ssm.state;
-    if (n != 8 && n != 16 && n != 32 && n != 64) {
-      return InvalidArgument("state " + std::to_string(n) + " not in {8, 16, 32, 64}");
-    }
-    if (s.batch < 1 || s.length < 1 || s.width < 1) {
-      return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
-    }
     if (!PowerOfTwo(v.dim_block) || v.dim_block > 32) {
       return InvalidArgument("dim_block " + std::to_string(v.dim_block) + " must be a power of two <= 32");
     }
