@@ -33,7 +33,11 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
     case Algorithm::kChunked:
       return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'c', &Variant::chunk}};
     case Algorithm::kLookback:
-      return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'s', &Variant::segments}, {'i', &Variant::items}};
+      return {{'v', &Variant::vec},
+              {'t', &Variant::threads},
+              {'s', &Variant::segments},
+              {'i', &Variant::items},
+              {'o', &Variant::order, true}};
     case Algorithm::kLookbackSmem:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},

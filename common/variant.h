@@ -38,6 +38,7 @@ struct Variant {
   int tile = 0;       // kLookbackSmem, kLookbackPipe: timesteps per tile (staged in shared memory)
   int blocks_per_sm = 0;  // kLookbackPipe: persistent blocks per SM (at most; fewer where shared memory is short)
   int order = 0;          // kLookbackSmem: 0 tiles by atomic ticket; 1 by block index (no ticket; "_o1")
+                          // kLookback (rglru, samu): 2 block index + packed look-back + launch epochs + PDL ("_o2")
   int dim_block = 0;    // kFused, kFusedSeg: channels per block
   int state_split = 0;  // kFused, kFusedSeg: lanes per channel (each holds state / state_split states)
   int segment = 0;      // kFusedSeg: timesteps per time segment
