@@ -62,14 +62,16 @@ constexpr int kMinSmemSteps = 8;
 // lookbackpipe: {threads, strip, tile, blocks per SM (at most)}, all vec 4.
 // bf16 per block: two buffers of 2 (fwd) / 3 (bwd) x strip x tile x 2 B.
 // c64_i128: 64 + 5 KB fwd (3/SM), 96 + 5 KB bwd (2/SM); c64_i64 and
-// c128_i64 half/equal of that; c64_i256: 128 / 192 KB (1/SM). MakePlan
+// c128_i64 half/equal of that; c64_i256: 128 / 192 KB (1/SM); c32_i256 as
+// c64_i128. MakePlan
 // lowers blocks per SM to what the shared memory fits, per phase.
 struct PipeKnobs {
   int threads, strip, tile, blocks_per_sm;
 };
 constexpr PipeKnobs kPipeVariants[] = {{256, 64, 128, 2}, {256, 64, 128, 3}, {128, 64, 128, 2},
                                        {128, 64, 128, 3}, {128, 64, 64, 3},  {128, 64, 64, 6},
-                                       {256, 128, 64, 2}, {256, 128, 64, 3}, {256, 64, 256, 1}};
+                                       {256, 128, 64, 2}, {256, 128, 64, 3}, {256, 64, 256, 1},
+                                       {128, 32, 256, 3}};
 constexpr int kPipeVec = 4;
 constexpr int kMaxPipeBlocksPerSm = 32;
 // Shared memory the driver reserves per resident block (sm_80+); an SM holds
@@ -140,7 +142,7 @@ SmemGeometry GeometrySmem(const Variant& v, const Shape& s, DType dtype) {
   const uint64_t n = static_cast<uint64_t>(g.blocks);
   g.zero_bytes = RoundUp(kLookbackHeaderBytes + 4 * n, 256);
   g.workspace_bytes = g.zero_bytes + n * static_cast<uint64_t>(v.strip) * (sizeof(float) * 2 + sizeof(float));
-  if (v.algorithm == Algorithm::kLookbackSmem && v.order == 2) {
+  if ((v.algorithm == Algorithm::kLookbackSmem && v.order == 2) || v.algorithm == Algorithm::kLookbackPipe) {
     // Packed look-back: the header, then two u64 words per tile and channel, all zero once.
     g.zero_bytes = RoundUp(kLookbackHeaderBytes + n * static_cast<uint64_t>(v.strip) * 2 * sizeof(uint64_t), 256);
     g.workspace_bytes = g.zero_bytes;
@@ -481,9 +483,11 @@ StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const De
       const SmemGeometry g = GeometrySmem(v, s, problem.dtype);
       if (fwd) add(0, "fwd", PipeGrid(v, g, g.fwd_shared, device), v.threads, static_cast<uint32_t>(g.fwd_shared));
       if (bwd) add(1, "bwd", PipeGrid(v, g, g.bwd_shared, device), v.threads, static_cast<uint32_t>(g.bwd_shared));
-      // One flag / aggregate / inclusive slot per tile, as lookbacksmem.
+      // The packed look-back of lookbacksmem's order 2, under launch epochs.
+      for (Launch& launch : plan.launches) launch.dependent_launch = true;
       plan.workspace_bytes = g.workspace_bytes;
       plan.workspace_zero_bytes = g.zero_bytes;
+      plan.workspace_zero_once = true;
       break;
     }
     case Algorithm::kTestFault:

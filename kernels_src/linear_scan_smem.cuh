@@ -494,16 +494,23 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
 //    (blocks per SM) x (SMs) blocks loops over tickets. As soon as tile n
 //    has landed a block issues the cp.async of its next ticket's tile into
 //    its other buffer, then scans, looks back and stores tile n with those
-//    loads in flight.
+//    loads in flight: the SM's memory pipe stays busy while the row threads
+//    wait on their predecessors, which in e) left the block idle at a barrier.
+//    The look-back is e)'s packed one (ORDER 2), under launch epochs and
+//    programmatic dependent launch.
 //    No deadlock: tickets are taken in increasing order and a tile waits
 //    only on tiles of smaller tickets; a block that holds a prefetched
 //    ticket m is processing a tile k < m whose dependencies are all < k, so
 //    it finishes k and reaches m.
+//    Epochs: each block arrives once, when it leaves, after its last ticket
+//    atomic and its last look-back, so the last arrival may reset the ticket
+//    counter and open the next epoch.
 //
 //    Dynamic shared memory (bytes; MakePlan passes the same formula):
 //      2 x kIn * TILE * STRIP * sizeof(T)   two staged tiles
-//      then s_A, s_H [kSegs][STRIP] fp32, s_carry [STRIP] fp32, s_ticket[2]
-//    Workspace: as e) (one flag / aggregate / inclusive slot per tile).
+//      then s_A, s_H [kSegs][STRIP] fp32, s_carry [STRIP] fp32, s_ticket[4]
+//      (the ticket pair and the epoch tag)
+//    Workspace: as e) with ORDER 2 (two packed words per tile and channel).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward>
 __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
@@ -514,14 +521,25 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
   float* s_A = reinterpret_cast<float*>(smem + 2 * Layout::kTileBytes);
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
-  unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);  // [2]
+  unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);  // [4]: ticket pair, epoch tag
 
   const long long total = p.batch * ((p.width + STRIP - 1) / STRIP) * ((p.length + TILE - 1) / TILE);
-  unsigned* counter = static_cast<unsigned*>(p.workspace);
-  if (threadIdx.x == 0) s_ticket[0] = atomicAdd(counter, 1u);
+  GridDependencyWait();
+  LaunchDependents();
+  unsigned* header = static_cast<unsigned*>(p.workspace);
+  // Thread 0 arrives when the block leaves (both return paths below).
+  EpochArrival arrival;
+  if (threadIdx.x == 0) {
+    s_ticket[0] = atomicAdd(header, 1u);
+    s_ticket[2] = EpochTag(header);
+  }
   __syncthreads();
   long long ticket = s_ticket[0];
-  if (ticket >= total) return;
+  const unsigned tag = s_ticket[2];
+  if (ticket >= total) {
+    if (threadIdx.x == 0) arrival.Arrive(header, gridDim.x);
+    return;
+  }
   SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, ticket);
   StageSmemTile<T, THREADS, STRIP, TILE, kBackward>(p, x, s_buf);
 
@@ -532,7 +550,7 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
   // above still holds (the smallest unfinished ticket is always being worked
   // on, and everything it waits for is finished).
   unsigned pending = 0;
-  if (threadIdx.x == 0) pending = atomicAdd(counter, 1u);
+  if (threadIdx.x == 0) pending = atomicAdd(header, 1u);
   for (int n = 1;; ++n) {
     T* s_cur = s_buf + ((n - 1) & 1) * kTileElts;
     T* s_next = s_buf + (n & 1) * kTileElts;
@@ -552,12 +570,15 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
       CpAsyncCommit();
       if constexpr (kBackward) CpAsyncCommit();
     }
-    if (threadIdx.x == 0 && next < total) pending = atomicAdd(counter, 1u);
+    if (threadIdx.x == 0 && next < total) pending = atomicAdd(header, 1u);
     // Backward: this tile's h group is followed by the next tile's two groups.
-    ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 2>(p, x, s_cur, s_A, s_H, s_carry);
+    ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 2, true>(p, x, s_cur, s_A, s_H, s_carry, tag);
     if (next >= total) break;
     x = y;
   }
+  // After thread 0's last ticket atomic, and after the block's last look-back:
+  // the row threads' loads were over before ScanSmemTile's barrier.
+  if (threadIdx.x == 0) arrival.Arrive(header, gridDim.x);
 }
 
 }  // namespace scan

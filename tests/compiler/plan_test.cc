@@ -269,11 +269,12 @@ TEST(MakePlan, LookbackPipeGridAndSharedMemory) {
   EXPECT_EQ(pipe->launches[1].grid[0], 2u * 132);
   EXPECT_EQ(pipe->launches[0].name_expression, "linear_scan_fwd_lookbackpipe<__nv_bfloat16, 4, 256, 64, 128>");
   const uint64_t tiles = 4 * (2048 / 64) * (2048 / 128);
-  const uint64_t zero = (256 + 4 * tiles + 255) / 256 * 256;
-  EXPECT_EQ(pipe->workspace_zero_bytes, zero);
-  EXPECT_EQ(pipe->workspace_bytes, zero + tiles * 64 * 12);
-  EXPECT_FALSE(pipe->workspace_zero_once);  // zeroed before each phase
-  EXPECT_FALSE(pipe->launches[0].dependent_launch);
+  // The packed look-back under launch epochs: two u64 words per tile and channel, zeroed once.
+  EXPECT_EQ(pipe->workspace_zero_bytes, 256 + tiles * 64 * 16);
+  EXPECT_EQ(pipe->workspace_bytes, pipe->workspace_zero_bytes);
+  EXPECT_TRUE(pipe->workspace_zero_once);
+  EXPECT_TRUE(pipe->launches[0].dependent_launch);
+  EXPECT_TRUE(pipe->launches[1].dependent_launch);
   // Fewer tiles than SMs: one block per tile.
   StatusOr<LaunchPlan> small = MakePlan(Parsed("lookbackpipe_v4_t256_c64_i128_b3"), MakeProblem(1, 100, 70), h200);
   ASSERT_TRUE(small.ok());
