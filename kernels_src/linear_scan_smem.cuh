@@ -283,14 +283,17 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, rows_aligned);
   const long long slot_tile = seq * tiles + tile;
   const long long slot = slot_tile * STRIP + lane * VEC;
+  // Tile 0's carry-in: h0 forward (zero without it), zero backward.
   float carry[VEC];
+  if (tile == 0) {
+    if (kBackward) {
+      Fill(carry, 0.0f);
+    } else {
+      LoadState(carry, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
+    }
+  }
   if constexpr (kPacked) {
     if (tile == 0) {
-      if (kBackward) {
-        Fill(carry, 0.0f);
-      } else {
-        LoadState(carry, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
-      }
       if (row) {
 #pragma unroll
         for (int j = 0; j < VEC; ++j) StoreWord(w1 + slot + j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
@@ -309,11 +312,6 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
       }
     }
   } else if (tile == 0) {
-    if (kBackward) {
-      Fill(carry, 0.0f);
-    } else {
-      LoadState(carry, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
-    }
     if (row) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) incl[slot + j] = fmaf(tA[j], carry[j], tH[j]);
