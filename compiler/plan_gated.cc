@@ -3,10 +3,12 @@
 // is keyed by (op, name)):
 //   sequential_v{vec}_t{threads}_p{steps loaded at a time}
 //   lookbacksmem_v{vec}_t{threads}_c{strip}_i{tile}          (v1 look-back)
-//   lookback_v{vec}_t{threads}_s{segments}_i{items}           (v2 look-back,
+//   lookback_v{vec}_t{threads}_s{segments}_i{items}[_o2]      (v2 look-back,
 //       kernels_src/gated_held.cuh: strip = threads / segments x vec
 //       channels, tile = segments x items steps, (a, b) held in registers;
-//       samu's dm_t / W added by a fix-up kernel)
+//       samu's dm_t / W added by a fix-up kernel. _o2 (v4): tiles by block
+//       index on a (strips, B, tiles) grid, packed look-back, launch epochs
+//       (workspace zeroed once) and every launch a PDL dependent)
 //   fused_d{strip}_s{segments}_c{tile}                        (v3, samu only:
 //       the v2 kernels with vec 2 and threads = strip / 2 x segments, the
 //       controller fused into the scans: the strips of a time tile meet for
@@ -61,6 +63,8 @@ constexpr LookbackKnobs kLookback[] = {{4, 128, 64, 64},  {4, 128, 64, 128}, {4,
 struct HeldKnobs {
   int vec, threads, segments, items;
 };
+// Each point twice: order 0 (atomic ticket, flags, prefix zeroed per phase)
+// and order 2 (kHeldOrders).
 constexpr HeldKnobs kHeld[] = {
     {2, 256, 8, 8},    // strip 64, tile 64, (a, b) held, 3 blocks/SM
     {2, 256, 16, 8},   // strip 32, tile 128, (a, b) held, 3 blocks/SM
@@ -69,6 +73,7 @@ constexpr HeldKnobs kHeld[] = {
     {4, 128, 8, 8},    // strip 64, tile 64, b held, 4 blocks/SM
     {2, 256, 32, 16},  // strip 16, tile 512, b held, 3 blocks/SM (rglru bwd: 2): 64 look-back hops at L = 32768
 };
+constexpr int kHeldOrders[] = {0, 2};
 
 // v3 (`fused`, samu only): {strip, segments, tile}; vec 2, threads = strip /
 // 2 x segments: the same geometries as the vec-2 v2 points.
@@ -124,6 +129,8 @@ Variant HeldOf(const Variant& v) {
   return h;
 }
 bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback || IsFused(v); }
+// `lookback` _o2: block-index tiles, packed look-back, launch epochs, PDL.
+bool IsPacked(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order == 2; }
 // Channels per block (look-back) and timesteps per tile of the look-back families.
 int StripOf(const Variant& v) {
   if (IsFused(v)) return v.dim_block;
@@ -141,7 +148,7 @@ int TileOf(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 0 
 gated::Layout LayoutFor(const Variant& v, const Problem& p) {
   return gated::MakeLayout(p.shape.batch, p.shape.length, p.shape.width, Unit(v), TileOf(v),
                            IsSamu(p.op) ? gated::kSamuParams : gated::kRgLruParams, IsSamu(p.op),
-                           IsSamu(p.op) && IsHeld(v) && !IsFused(v));
+                           IsSamu(p.op) && IsHeld(v) && !IsFused(v), IsPacked(v));
 }
 
 // Dynamic shared memory of a look-back kernel; mirrors SmemPlan.
@@ -183,9 +190,11 @@ class GatedPlannerImpl final : public OpPlanner {
       variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = k.vec, .threads = k.threads, .strip = k.strip,
                           .tile = k.tile});
     }
-    for (const HeldKnobs& k : kHeld) {
-      variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads, .segments = k.segments,
-                          .items = k.items});
+    for (int order : kHeldOrders) {
+      for (const HeldKnobs& k : kHeld) {
+        variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads,
+                            .segments = k.segments, .items = k.items, .order = order});
+      }
     }
     // Enumerated for both operators (one name list); CanImplement rejects them for rglru.
     for (const FusedKnobs& k : kFusedKnobs) {
@@ -207,6 +216,10 @@ class GatedPlannerImpl final : public OpPlanner {
           variant.chunk % variant.state_split != 0) {
         return InvalidArgument("fused needs an even strip d and a tile c that is a multiple of the segments s");
       }
+    }
+    if (variant.order != 0 && !(variant.algorithm == Algorithm::kLookback && variant.order == 2)) {
+      return InvalidArgument("order " + std::to_string(variant.order) +
+                             ": only the lookback family has an order knob, and only _o2");
     }
     const Variant v = HeldOf(variant);
     const Shape& s = problem.shape;
@@ -291,9 +304,9 @@ class GatedPlannerImpl final : public OpPlanner {
                                " strips of a time tile resident at once, more than the " +
                                std::to_string(device.sm_count) + " SMs");
     }
-    if (IsFused(variant)) {
-      RETURN_IF_ERROR(CheckGrid(s.batch, kMaxGridY, "fused grid.y (batch)"));
-      RETURN_IF_ERROR(CheckGrid(lay.tiles, kMaxGridY, "fused grid.z (time tiles)"));
+    if (IsFused(variant) || IsPacked(variant)) {
+      RETURN_IF_ERROR(CheckGrid(s.batch, kMaxGridY, "grid.y (batch)"));
+      RETURN_IF_ERROR(CheckGrid(lay.tiles, kMaxGridY, "grid.z (time tiles)"));
     }
     if (lay.seqs * lay.tiles > kMaxTickets) {
       return ResourceExhausted(std::string(AlgorithmName(v.algorithm)) + " needs " + std::to_string(lay.seqs * lay.tiles) + " tiles, over 2^30");
@@ -326,13 +339,13 @@ class GatedPlannerImpl final : public OpPlanner {
     } else if (IsHeld(v)) {
       const int strip = StripOf(v), tile = TileOfLookback(v);
       if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      k.push_back({Role::kFwdScan, Instance(pre + "_fwd_held", dtype, {v.vec, v.threads, strip, tile})});
-      k.push_back({Role::kBwdScan, Instance(pre + "_bwd_held", dtype, {v.vec, v.threads, strip, tile})});
+      k.push_back({Role::kFwdScan, Instance(pre + "_fwd_held", dtype, {v.vec, v.threads, strip, tile, v.order})});
+      k.push_back({Role::kBwdScan, Instance(pre + "_bwd_held", dtype, {v.vec, v.threads, strip, tile, v.order})});
       if (samu) {
-        k.push_back({Role::kFixup, Instance("samu_bwd_fixup_fast", dtype, {strip, tile})});
-        k.push_back({Role::kFinalize, Instance("samu_bwd_finalize_fixup", dtype, {strip, tile})});
+        k.push_back({Role::kFixup, Instance("samu_bwd_fixup_fast", dtype, {strip, tile, v.order})});
+        k.push_back({Role::kFinalize, Instance("samu_bwd_finalize_fixup", dtype, {strip, tile, v.order})});
       } else {
-        k.push_back({Role::kFinalize, Instance(pre + "_bwd_finalize", dtype, {strip, tile})});
+        k.push_back({Role::kFinalize, Instance(pre + "_bwd_finalize", dtype, {strip, tile, v.order})});
       }
     } else {
       // samu's lookbacksmem adds dm_t / W inside its backward scan (no fix-up kernel).
@@ -379,8 +392,8 @@ class GatedPlannerImpl final : public OpPlanner {
     const int64_t token_blocks = CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock);
     const int64_t finalize_blocks = CeilDiv(s.width, 32) + (samu ? 1 : 0);
     const int threads = HeldOf(v).threads;
-    // fused: a (strips, B, tiles) grid whose linear block order is the ticket order (BlockTile).
-    const bool fused = IsFused(v);
+    // fused and lookback _o2: a (strips, B, tiles) grid whose linear block order is the ticket order (BlockTile).
+    const bool fused = IsFused(v) || IsPacked(v);
     const int64_t scan_x = sequential ? CeilDiv(CeilDiv(s.width, v.vec), v.threads)
                            : fused    ? lay.strips
                                       : lay.seqs * lay.tiles;
@@ -399,6 +412,13 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     plan.workspace_bytes = static_cast<uint64_t>(lay.total_bytes);
     plan.workspace_zero_bytes = static_cast<uint64_t>(lay.zero_bytes);
+    if (IsPacked(v)) {
+      // Launch epochs (kernels_src/scan_common.cuh): the header and the packed
+      // words are zeroed once; every kernel of the variant starts with
+      // griddepcontrol.wait, so each launch may overlap its predecessor's tail.
+      for (Launch& launch : plan.launches) launch.dependent_launch = true;
+      plan.workspace_zero_once = true;
+    }
     return plan;
   }
 

@@ -149,7 +149,7 @@ constexpr int DecayConstBytes(int strip, bool bwd) { return (bwd ? 2 : 1) * stri
 
 // Forward: stages ga, gx, x (6 B per element at bf16); each thread's (a, b)
 // stay in registers from the local pass to the rescan.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -159,8 +159,8 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false);
-  const TileIndex x = TakeTicket<STRIP, TILE, false>(p.workspace, s_ticket, p.batch, p.length, p.width);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false, false, ORDER == 2);
+  const auto x = StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.ga, p.width) && ChunkAligned<T>(p.gx, p.width);
   StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.ga), p.length, p.width, x.b, x.c_strip, x.base, 0,
                                      chunks);
@@ -212,7 +212,7 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
     }
   }
   float s[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if (l.nvalid <= 0) return;
   T* __restrict__ out = static_cast<T*>(p.h) + (x.b * p.length + x.base + row0) * p.width + c0;
   // Running row pointers (one 64-bit add per row): the unrolled i * W
@@ -245,7 +245,7 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
 
 // Backward: stages ga, dh (group 0) and gx, x, h_{t-1} (group 1, in flight
 // during the local pass and the look-back); the local pass keeps a.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 5>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -256,8 +256,8 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false);
-  const TileIndex x = TakeTicket<STRIP, TILE, true>(p.workspace, s_ticket, p.batch, p.length, p.width);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false, false, ORDER == 2);
+  const auto x = StartTile<STRIP, TILE, true, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.ga, p.width) &&
                       ChunkAligned<T>(p.gx, p.width) && ChunkAligned<T>(p.dh, p.width) && ChunkAligned<T>(p.h, p.width);
   const T* srcs[5] = {static_cast<const T*>(p.ga), static_cast<const T*>(p.dh), static_cast<const T*>(p.gx),
@@ -312,7 +312,7 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
     }
   });
   float u[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0, ORDER>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
   float acc[1][VEC];
   Fill(acc[0], 0.0f);
   if (l.nvalid > 0) OnInterior(interior, [&](auto tag) {
@@ -625,7 +625,7 @@ __device__ __forceinline__ void SamuMeetBackward(const SamuParams& p, const Layo
 // rows are loaded before the staging wait; (a, b) stay in registers.
 // FUSED (the `fused` family): no control kernel before it; the strips of
 // the time tile meet for m_t once x is staged (SamuMeetForward).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -635,9 +635,15 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED);
-  const TileIndex x = FUSED ? BlockTile<STRIP, TILE, false>(p.length)
-                             : TakeTicket<STRIP, TILE, false>(p.workspace, s_ticket, p.batch, p.length, p.width);
+  static_assert(!FUSED || ORDER == 0, "fused: no packed look-back or PDL (the meetings' deadlock bound)");
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED, ORDER == 2);
+  const auto x = [&] {
+    if constexpr (FUSED) {
+      return BlockTile<STRIP, TILE, false>(p.length);
+    } else {
+      return StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
+    }
+  }();
   StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
                                      ChunkAligned<T>(p.x, p.width));
   CpAsyncCommit();
@@ -694,7 +700,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     }
   }
   float s[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if (l.nvalid <= 0) return;
   float gamma[VEC];
   LoadChannels(gamma, p.gamma, l);
@@ -736,7 +742,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
 // FUSED (the `fused` family): the rescan keeps its dx part (rounded to T)
 // in its own dy slot; after the parameter partials the strips of the time
 // tile meet (SamuMeetBackward) and every block stores dx + dm_t / W once.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0>
 __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -752,8 +758,9 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED);
-  const TileIndex x = TakeTicket<STRIP, TILE, true>(p.workspace, s_ticket, p.batch, p.length, p.width);
+  static_assert(!FUSED || ORDER == 0, "fused: no packed look-back or PDL (the meetings' deadlock bound)");
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED, ORDER == 2);
+  const auto x = StartTile<STRIP, TILE, true, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.dy, p.width) && ChunkAligned<T>(p.h, p.width);
   StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.dy), p.length, p.width, x.b, x.c_strip, x.base, 0,
                                      chunks);
@@ -816,7 +823,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   }
   });
   float u[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0, ORDER>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
   float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
   float* acc_sums = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.acc_offset);  // FUSED
   float acc[3][VEC];
@@ -936,10 +943,10 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
 // One warp per token: reduces the token's strip sums, forms dm_t / W and
 // adds it to the token's dx row (16-byte loads, kRowBatch16 in flight per
 // lane); the block writes its controller partials (one row per block).
-template <typename T, int UNIT, int TILE>
+template <typename T, int UNIT, int TILE, int ORDER>
 __device__ __forceinline__ void SamuFixupFast(const SamuParams& p) {
   __shared__ float s_ctrl[kFixupTokensPerBlock][4];
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, true);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, true, ORDER == 2);
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const long long token = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + warp;
@@ -1035,37 +1042,46 @@ constexpr int SamuMinBlocksBwd(int threads, int vec, int strip, int tile) {
 }
 }  // namespace gated
 
-// ---- entry points of the `lookback` family (grids: as lookbacksmem for the
-// scans; ceil(B*L / 8) blocks of 256 threads for control and fix-up) ----------
+// ---- entry points of the `lookback` family (grids: scans B x strips x tiles,
+// ORDER 0 one-dimensional (tickets), ORDER 2 (strips, B, tiles) (block index);
+// ceil(B*L / 8) blocks of 256 threads for control and fix-up) ----------
+// ORDER 2 launches are programmatic dependents (PDL): every kernel of the
+// family starts with griddepcontrol.wait (a no-op in a plain launch).
 
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) rglru_fwd_held(const RgLruParams p) {
-  gated::RgLruForwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
+  gated::RgLruForwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, gated::RgLruMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) rglru_bwd_held(const RgLruParams p) {
-  gated::RgLruBackwardHeld<T, VEC, THREADS, STRIP, TILE>(p);
+  gated::RgLruBackwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER>(p);
 }
 template <typename T>
 __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(const SamuParams p) {
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
   gated::SamuControlFast<T>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) samu_fwd_held(const SamuParams p) {
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false>(p);
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) samu_bwd_held(const SamuParams p) {
-  gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, false>(p);
+  gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
 }
-template <typename T, int UNIT, int TILE>
+template <typename T, int UNIT, int TILE, int ORDER>
 __global__ void __launch_bounds__(gated::kFixupThreads) samu_bwd_fixup_fast(const SamuParams p) {
-  gated::SamuFixupFast<T, UNIT, TILE>(p);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  gated::SamuFixupFast<T, UNIT, TILE, ORDER>(p);
 }
 // The finalize of the `lookback` family: controller partials per fix-up block.
-template <typename T, int UNIT, int TILE>
+template <typename T, int UNIT, int TILE, int ORDER>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_finalize_fixup(const SamuParams p) {
-  gated::SamuFinalize<UNIT, TILE, true>(p);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  gated::SamuFinalize<UNIT, TILE, true, ORDER == 2>(p);
 }
 
 // The `fused` family of samu (fused_d{strip}_s{segments}_c{tile}: vec 2,

@@ -22,6 +22,12 @@
 // samu's look-back also keeps one 32-bit counter per (b, tile) in the zeroed
 // prefix, after the flags: the strips of a time tile meet there before
 // adding dm_t / W to their dx (see SamuBackwardLookback).
+// Packed look-back (`lookback` _o2, launch epochs; scan_common.cuh
+// PackWord): the zeroed prefix is the 256-byte epoch header, then the two
+// u64 words of each tile and channel side by side, [seqs x tiles][unit]
+// {w1, w2}: w1 at agg_offset + 16 x slot, w2 at incl_offset + 16 x slot
+// (one pointer per thread); zeroed ONCE (the plan's workspace_zero_once),
+// the later sections as above.
 #pragma once
 
 #ifdef __CUDACC__
@@ -63,7 +69,7 @@ GATED_HD long long RoundUp256(long long v) { return (v + 255) / 256 * 256; }
 // whose dm_t / W is added by the fix-up kernel (the `lookback` family,
 // gated_held.cuh), so the controller partials are one row per fix-up block.
 GATED_HD Layout MakeLayout(long long batch, long long length, long long width, int unit, int tile, int nparam,
-                           bool samu, bool samu_fixup = false) {
+                           bool samu, bool samu_fixup = false, bool packed = false) {
   Layout g;
   g.tiles = tile > 0 ? (length + tile - 1) / tile : 1;
   g.strips = (width + unit - 1) / unit;
@@ -84,6 +90,12 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
   g.agg_offset = g.zero_bytes;
   g.incl_offset = g.agg_offset + RoundUp256(slots * 8);
   g.param_offset = g.incl_offset + RoundUp256(slots * 4);
+  if (packed) {
+    g.agg_offset = 256;
+    g.incl_offset = 256 + 8;
+    g.zero_bytes = RoundUp256(256 + slots * 16);
+    g.param_offset = g.zero_bytes;
+  }
   g.token_offset = g.param_offset + RoundUp256(g.parts * nparam * width * 4);
   g.ctrl_offset = g.token_offset + (samu ? RoundUp256(tokens * g.strips * kSamuTokenSums * 4) : 0);
   g.total_bytes = g.ctrl_offset + (samu ? RoundUp256(g.ctrl_rows * 4 * 4) : 0);

@@ -326,9 +326,9 @@ __device__ __forceinline__ void RgLruBackwardLookback(const RgLruParams& p) {
                                              x.c_strip, p.width);
 }
 
-template <int UNIT, int TILE>
+template <int UNIT, int TILE, int ORDER>
 __device__ __forceinline__ void RgLruFinalize(const RgLruParams& p) {
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kRgLruParams, false);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kRgLruParams, false, false, ORDER == 2);
   float* const out[1] = {p.dlambda};
   FinalizeParams<1>(reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.param_offset),
                     lay.parts, p.width, out);
@@ -353,8 +353,11 @@ __global__ void __launch_bounds__(THREADS) rglru_bwd_lookback(const RgLruParams 
   gated::RgLruBackwardLookback<T, VEC, THREADS, STRIP, TILE>(p);
 }
 // UNIT, TILE: the scan kernel's channel unit and tile (0: sequential), which
-// fix the workspace offsets and the number of partial rows.
-template <typename T, int UNIT, int TILE>
+// fix the workspace offsets and the number of partial rows; ORDER: the
+// `lookback` scan's (2: packed workspace, launched as a PDL dependent).
+template <typename T, int UNIT, int TILE, int ORDER = 0>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) rglru_bwd_finalize(const RgLruParams p) {
-  gated::RgLruFinalize<UNIT, TILE>(p);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  gated::RgLruFinalize<UNIT, TILE, ORDER>(p);
 }

@@ -243,9 +243,15 @@ struct SmemPlan {
                 "strip / vec lanes must divide 32 or be whole warps");
 };
 
-struct TileIndex {
-  long long tile, seq, strip, b, c_strip, base;
+// I: long long, or int for the `lookback` _o2 kernels (fewer registers: with
+// 64-bit fields their backward spilled at 64 registers; every offset widens
+// at its product with a 64-bit parameter).
+template <typename I>
+struct TileIndexOf {
+  I tile, seq, strip, b, c_strip;
+  long long base;
 };
+using TileIndex = TileIndexOf<long long>;
 
 // Thread 0 takes the block's ticket; tickets run over time tiles in the
 // outer loop, so a tile only ever waits on tiles of smaller tickets.
@@ -272,9 +278,9 @@ __device__ __forceinline__ TileIndex TakeTicket(void* workspace, unsigned* s_tic
 // blocks are dispatched in that order (what CUB's single-pass scans rely
 // on), so there is no ticket atomic and its round trip before the loads, no
 // barrier after it, and no 64-bit division (two calls of ~70 instructions).
-template <int STRIP, int TILE, bool kBackward>
-__device__ __forceinline__ TileIndex BlockTile(long long length) {
-  TileIndex x;
+template <int STRIP, int TILE, bool kBackward, typename I = long long>
+__device__ __forceinline__ TileIndexOf<I> BlockTile(long long length) {
+  TileIndexOf<I> x;
   x.strip = blockIdx.x;
   x.b = blockIdx.y;
   x.tile = blockIdx.z;
@@ -284,15 +290,89 @@ __device__ __forceinline__ TileIndex BlockTile(long long length) {
   return x;
 }
 
+// The tile of a block of the `lookback` family: ORDER 0 an atomic ticket
+// (TakeTicket); ORDER 2 its block index on a (strips, B, tiles) grid
+// (BlockTile: no atomic, barrier or 64-bit divisions before the loads), with
+// launch epochs (the workspace prefix zeroed once; thread 0 leaves the epoch
+// tag in s_ticket[0], read after the caller's staging barrier) and
+// programmatic dependent launch: the grid waits here for its predecessor in
+// the stream and lets its own dependents be scheduled (they park in their
+// wait until this grid is done; this grid's blocks have all started by
+// then, so none waits for a parked block).
+template <int STRIP, int TILE, bool kBackward, int ORDER>
+__device__ __forceinline__ auto StartTile(void* workspace, unsigned* s_ticket, long long batch, long long length,
+                                          long long width) {
+  if constexpr (ORDER == 2) {
+    scan::GridDependencyWait();
+    scan::LaunchDependents();
+    if (threadIdx.x == 0) s_ticket[0] = scan::EpochTag(static_cast<const unsigned*>(workspace));
+    return BlockTile<STRIP, TILE, kBackward, int>(length);
+  } else {
+    return TakeTicket<STRIP, TILE, kBackward>(workspace, s_ticket, batch, length, width);
+  }
+}
+
+// The packed look-back (scan_common.cuh, LookBackPacked) with fewer live
+// registers: per predecessor it loads w1 of every pending channel (VEC
+// words in flight, not 2 x VEC); an inclusive w1 ends that channel's walk
+// (one round trip), an aggregate one then waits for the same tile's w2 (a
+// second round trip only for aggregates: w2 is written with w1's aggregate
+// and never overwritten). `w`: this thread's channels' {w1, w2} pairs of its
+// own tile (not tile 0); the predecessor k tiles back is at -2k x STRIP.
+template <int VEC, int STRIP>
+__device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, unsigned tag, float (&carry)[VEC]) {
+  using scan::FlagOf;
+  using scan::LoadWord;
+  using scan::ValueOf;
+  float accA[VEC], accH[VEC];
+  Fill(accA, 1.0f);
+  Fill(accH, 0.0f);
+  constexpr unsigned kAll = (1u << VEC) - 1u;
+  unsigned done = 0;
+  while (done != kAll) {  // tile 0 publishes an inclusive state: the walk ends
+    w -= 2 * STRIP;
+    unsigned pending = kAll & ~done;
+    while (pending != 0) {
+      unsigned long long a[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) a[j] = LoadWord(w + 2 * j);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        if (!(pending >> j & 1u)) continue;
+        if (FlagOf(a[j]) == tag + kFlagInclusive) {
+          carry[j] = fmaf(accA[j], ValueOf(a[j]), accH[j]);
+          done |= 1u << j;
+          pending &= ~(1u << j);
+        } else if (FlagOf(a[j]) == tag + kFlagAggregate) {
+          unsigned long long h;
+          while (FlagOf(h = LoadWord(w + 2 * j + 1)) != tag + kFlagAggregate) {
+          }
+          accH[j] = fmaf(accA[j], ValueOf(h), accH[j]);
+          accA[j] *= ValueOf(a[j]);
+          pending &= ~(1u << j);
+        }
+      }
+    }
+  }
+}
+
 // Combines the segments' maps (A, H) of the block, publishes the tile's
 // aggregate, looks back over earlier tiles of the same (b, strip), publishes
 // the inclusive state and returns in `s` this thread's carry-in (the state
 // before its first step). `carry0`: the state entering tile 0 (h0 forward,
 // 0 backward). kWait >= 0: cp.async.wait_group kWait before the block's
 // final barrier (the backward's second staging group).
-template <int VEC, int THREADS, int STRIP, int TILE, int kWait>
+// ORDER 2: the packed look-back (scan_common.cuh LookBackPacked; w1 / w2 at
+// lay.agg_offset / incl_offset): each row thread publishes and looks back
+// for its own channels, flags tagged with the launch's epoch (s_ticket[0],
+// StartTile), no fences and no block flag; after the final barrier thread 0
+// arrives at the epoch counter and, if last, opens the next epoch (waiting
+// for the atomic there stalls one warp of an issue-bound block; holding its
+// result to the block's end instead spilled in the 64-register backward).
+template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long>
 __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const float (&H)[VEC],
-                                                   const float (&carry0)[VEC], const TileIndex& x, const Layout& lay,
+                                                   const float (&carry0)[VEC], const TileIndexOf<I>& x,
+                                                   const Layout& lay,
                                                    void* workspace, float* s_A, float* s_H, float* s_carry,
                                                    float (&s)[VEC]) {
   constexpr int kLanes = STRIP / VEC;
@@ -345,7 +425,38 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
   const long long slot_tile = x.seq * lay.tiles + x.tile;
   const long long slot = slot_tile * STRIP + lane * VEC;
   float carry[VEC];
-  if (x.tile == 0) {
+  if constexpr (ORDER == 2) {
+    using scan::PackWord;
+    using scan::StoreWord;
+    // {w1, w2} of this thread's channels of its tile (gated_layout.h).
+    unsigned long long* w =
+        reinterpret_cast<unsigned long long*>(static_cast<char*>(workspace) + lay.agg_offset) + 2 * slot;
+    const unsigned* s_tag = reinterpret_cast<const unsigned*>(s_carry + STRIP);
+    if (x.tile == 0) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) carry[j] = carry0[j];
+      if (row) {
+        const unsigned tag = *s_tag;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
+        }
+      }
+    } else if (row) {
+      const unsigned tag = *s_tag;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        StoreWord(w + 2 * j, PackWord(tA[j], tag + kFlagAggregate));
+        StoreWord(w + 2 * j + 1, PackWord(tH[j], tag + kFlagAggregate));
+      }
+      LookBackPackedLean<VEC, STRIP>(w, tag, carry);
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
+        s_carry[lane * VEC + j] = carry[j];
+      }
+    }
+  } else if (x.tile == 0) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) carry[j] = carry0[j];
     if (row) {
@@ -393,6 +504,13 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
   }
   if constexpr (kWait >= 0) CpAsyncWait<kWait>();
   __syncthreads();
+  if constexpr (ORDER == 2) {
+    // Every look-back of the block is over: it reads no slot again.
+    if (threadIdx.x == 0) {
+      unsigned* header = static_cast<unsigned*>(workspace);
+      scan::FinishEpoch(header, atomicAdd(header + 1, 1u), gridDim.x * gridDim.y * gridDim.z);
+    }
+  }
   if (x.tile != 0) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) carry[j] = s_carry[lane * VEC + j];

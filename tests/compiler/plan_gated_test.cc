@@ -53,7 +53,7 @@ TEST(GatedEnumerate, FourFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     SCOPED_TRACE(OpName(op));
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), 24u);
+    EXPECT_LE(all.size(), 28u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -69,6 +69,10 @@ TEST(GatedEnumerate, FourFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     EXPECT_GE(per_family[Algorithm::kSequential], 3);
     EXPECT_GE(per_family[Algorithm::kLookbackSmem], 6);
     EXPECT_GE(per_family[Algorithm::kLookback], 4);
+    // Every lookback point in both orders (_o2: block index, packed look-back, epochs, PDL).
+    int packed = 0;
+    for (const Variant& v : all) packed += v.algorithm == Algorithm::kLookback && v.order == 2;
+    EXPECT_EQ(2 * packed, per_family[Algorithm::kLookback]);
     EXPECT_STREQ(MainHeader(op), "gated_scan.cuh");
   }
   // The same names for both operators (the variants table is keyed by (op, name)).
@@ -119,6 +123,10 @@ TEST(GatedCanImplement, Rejections) {
            Case{"lookback_v2_t256_s8_i1", rglru, StatusCode::kInvalidArgument, "items 1"},
            Case{"lookback_v2_t256_s3_i8", rglru, StatusCode::kInvalidArgument, "must divide threads"},
            Case{"lookback_v4_t256_s4_i8", samu, StatusCode::kInvalidArgument, "at most 32"},
+           Case{"lookback_v2_t256_s8_i8_o1", samu, StatusCode::kInvalidArgument, "only _o2"},
+           Case{"lookbacksmem_v4_t256_c64_i128_o2", rglru, StatusCode::kInvalidArgument, "only the lookback"},
+           Case{"lookback_v2_t256_s32_i16_o2", MakeProblem(Op::kRgLru, {1, 512 * 65536, 64}),
+                StatusCode::kResourceExhausted, "grid.z"},
            Case{"sequential_v3_t64_p4", rglru, StatusCode::kInvalidArgument, "vec 3"},
            Case{"sequential_v4_t2048_p4", rglru, StatusCode::kResourceExhausted, "exceed the device"},
            Case{"sequential_v4_t64_p32", rglru, StatusCode::kInvalidArgument, "prefetch 32"},
@@ -156,6 +164,7 @@ TEST(GatedPlan, SeedShapes) {
         const bool sequential = v.algorithm == Algorithm::kSequential;
         const bool fused = v.algorithm == Algorithm::kFused;
         const bool held = v.algorithm == Algorithm::kLookback || fused;
+        const bool packed = v.algorithm == Algorithm::kLookback && v.order == 2;
         const bool fixup = samu && (sequential || held) && !fused;
         const bool control = samu && !fused;
         const std::vector<std::string> names = NameExpressions(v, op, p.dtype);
@@ -184,7 +193,10 @@ TEST(GatedPlan, SeedShapes) {
         const int tile = fused ? v.chunk : held ? v.segments * v.items : v.tile;
         const int unit = sequential ? 32 * v.vec : strip;
         const gated::Layout lay = gated::MakeLayout(s.batch, s.length, s.width, unit, sequential ? 0 : tile,
-                                                    samu ? 3 : 1, samu, samu && held && !fused);
+                                                    samu ? 3 : 1, samu, samu && held && !fused, packed);
+        // _o2: zeroed once (launch epochs), every launch a PDL dependent; the others neither.
+        EXPECT_EQ(plan->workspace_zero_once, packed);
+        for (const Launch& l : plan->launches) EXPECT_EQ(l.dependent_launch, packed) << l.name_expression;
         if (samu) {
           EXPECT_EQ(lay.ctrl_rows, fixup ? lay.fix_blocks : lay.parts);
         }
@@ -197,7 +209,7 @@ TEST(GatedPlan, SeedShapes) {
           EXPECT_EQ(fwd_scan.grid[1], static_cast<uint32_t>(s.batch));
           EXPECT_EQ(plan->workspace_zero_bytes, 0u);
         } else {
-          if (fused) {  // (strips, B, tiles): linear block order = ticket order
+          if (fused || packed) {  // (strips, B, tiles): linear block order = ticket order
             EXPECT_EQ(fwd_scan.grid[0], static_cast<uint32_t>(CeilDiv(s.width, strip)));
             EXPECT_EQ(fwd_scan.grid[1], static_cast<uint32_t>(s.batch));
             EXPECT_EQ(fwd_scan.grid[2], static_cast<uint32_t>(CeilDiv(s.length, tile)));
@@ -211,7 +223,13 @@ TEST(GatedPlan, SeedShapes) {
           const int64_t ab = (!samu && !held) ? int64_t{tile} * strip * 8 : 0;
           EXPECT_EQ(fwd_scan.shared_bytes, static_cast<uint32_t>(staged + ab + (2 * segs * strip + strip) * 4 + 16));
           EXPECT_GT(fwd_scan.shared_bytes, 0u);
-          EXPECT_GE(plan->workspace_zero_bytes, 256u + 4u * lay.seqs * lay.tiles + (samu ? 4u * s.batch * lay.tiles : 0u));
+          if (packed) {  // the epoch header and two u64 words per tile and channel
+            EXPECT_EQ(plan->workspace_zero_bytes, (256u + 16u * lay.seqs * lay.tiles * strip + 255) / 256 * 256);
+            EXPECT_EQ(lay.incl_offset - lay.agg_offset, 8);  // {w1, w2} side by side
+          } else {
+            EXPECT_GE(plan->workspace_zero_bytes,
+                      256u + 4u * lay.seqs * lay.tiles + (samu ? 4u * s.batch * lay.tiles : 0u));
+          }
           EXPECT_EQ(plan->workspace_zero_bytes % 256, 0u);
         }
         const Launch& finalize = plan->launches.back();
@@ -232,7 +250,8 @@ TEST(GatedPlan, SeedShapes) {
 
 TEST(GatedPlan, ModesPlanOnlyTheirPhases) {
   const DeviceLimits h200;
-  for (const char* name : {"lookbacksmem_v4_t256_c64_i128", "lookback_v2_t256_s8_i8", "fused_d64_s8_c64"}) {
+  for (const char* name :
+       {"lookbacksmem_v4_t256_c64_i128", "lookback_v2_t256_s8_i8", "lookback_v2_t256_s8_i8_o2", "fused_d64_s8_c64"}) {
     const Variant v = Parsed(name);
     const bool held = v.algorithm == Algorithm::kLookback;
     for (Op op : kGatedOps) {
@@ -257,13 +276,13 @@ TEST(GatedPlan, HeldGeometry) {
   const Problem rglru = MakeProblem(Op::kRgLru, {4, 2048, 2048});
   StatusOr<LaunchPlan> plan = MakePlan(v, rglru, h200);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(plan->launches[0].name_expression, "rglru_fwd_held<__nv_bfloat16, 2, 256, 32, 128>");
+  EXPECT_EQ(plan->launches[0].name_expression, "rglru_fwd_held<__nv_bfloat16, 2, 256, 32, 128, 0>");
   EXPECT_EQ(plan->launches[0].grid[0], 4u * (2048 / 32) * (2048 / 128));
   // 3 staged bf16 inputs + combine (2 x 16 segments x 32 + 32 floats) + ticket.
   EXPECT_EQ(plan->launches[0].shared_bytes, 3u * 128 * 32 * 2 + (2 * 16 * 32 + 32) * 4 + 16);
-  EXPECT_EQ(plan->launches[1].name_expression, "rglru_bwd_held<__nv_bfloat16, 2, 256, 32, 128>");
+  EXPECT_EQ(plan->launches[1].name_expression, "rglru_bwd_held<__nv_bfloat16, 2, 256, 32, 128, 0>");
   EXPECT_EQ(plan->launches[1].shared_bytes, 5u * 128 * 32 * 2 + (2 * 16 * 32 + 32) * 4 + 16);
-  EXPECT_EQ(plan->launches[2].name_expression, "rglru_bwd_finalize<__nv_bfloat16, 32, 128>");
+  EXPECT_EQ(plan->launches[2].name_expression, "rglru_bwd_finalize<__nv_bfloat16, 32, 128, 0>");
   const Problem wide_samu = MakeProblem(Op::kSamu, {1, 64, 64 * 133});
   EXPECT_TRUE(CanImplement(Parsed("lookback_v2_t256_s8_i8"), wide_samu, h200).ok());
   StatusOr<LaunchPlan> samu = MakePlan(Parsed("lookback_v2_t256_s8_i8"), MakeProblem(Op::kSamu, {4, 2048, 2048}), h200);
@@ -271,10 +290,42 @@ TEST(GatedPlan, HeldGeometry) {
   std::vector<std::string> names;
   for (const Launch& l : samu->launches) names.push_back(l.name_expression);
   EXPECT_EQ(names, (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
-                                             "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 64>",
-                                             "samu_bwd_held<__nv_bfloat16, 2, 256, 64, 64>",
-                                             "samu_bwd_fixup_fast<__nv_bfloat16, 64, 64>",
-                                             "samu_bwd_finalize_fixup<__nv_bfloat16, 64, 64>"}));
+                                             "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 64, 0>",
+                                             "samu_bwd_held<__nv_bfloat16, 2, 256, 64, 64, 0>",
+                                             "samu_bwd_fixup_fast<__nv_bfloat16, 64, 64, 0>",
+                                             "samu_bwd_finalize_fixup<__nv_bfloat16, 64, 64, 0>"}));
+}
+
+// lookback _o2: the same kernels with ORDER 2 on a (strips, B, tiles) grid,
+// the packed workspace (gated_layout.h) zeroed once, every launch a PDL dependent.
+TEST(GatedPlan, PackedOrderGeometry) {
+  const DeviceLimits h200;
+  StatusOr<LaunchPlan> plan =
+      MakePlan(Parsed("lookback_v2_t256_s8_i16_o2"), MakeProblem(Op::kSamu, {4, 2048, 2048}), h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  std::vector<std::string> names;
+  for (const Launch& l : plan->launches) names.push_back(l.name_expression);
+  EXPECT_EQ(names, (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
+                                             "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 2>",
+                                             "samu_bwd_held<__nv_bfloat16, 2, 256, 64, 128, 2>",
+                                             "samu_bwd_fixup_fast<__nv_bfloat16, 64, 128, 2>",
+                                             "samu_bwd_finalize_fixup<__nv_bfloat16, 64, 128, 2>"}));
+  for (int k : {1, 2}) {
+    EXPECT_EQ(plan->launches[k].grid[0], 2048u / 64);   // strips
+    EXPECT_EQ(plan->launches[k].grid[1], 4u);           // batch
+    EXPECT_EQ(plan->launches[k].grid[2], 2048u / 128);  // time tiles
+  }
+  EXPECT_TRUE(plan->workspace_zero_once);
+  const gated::Layout lay = gated::MakeLayout(4, 2048, 2048, 64, 128, 3, true, true, true);
+  EXPECT_EQ(lay.agg_offset, 256);
+  EXPECT_EQ(lay.zero_bytes, 256 + 2 * 8 * (4 * 32 * 16) * 64);
+  EXPECT_EQ(lay.param_offset, lay.zero_bytes);
+  EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(lay.zero_bytes));
+  EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
+  StatusOr<LaunchPlan> rglru =
+      MakePlan(Parsed("lookback_v2_t256_s8_i16_o2"), MakeProblem(Op::kRgLru, {1, 100, 70}, DType::kF32), h200);
+  ASSERT_TRUE(rglru.ok()) << rglru.status().ToString();
+  EXPECT_EQ(rglru->launches.back().name_expression, "rglru_bwd_finalize<float, 64, 128, 2>");
 }
 
 // v3 `fused` (samu): fused_d{strip}_s{segments}_c{tile} = the v2 geometry

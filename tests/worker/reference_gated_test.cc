@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <functional>
 #include <random>
@@ -16,6 +17,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels_src/gated_layout.h"
 #include "worker/parallel.h"
 
 namespace scantune {
@@ -994,6 +996,289 @@ TEST(SamuFusedEmulation, DeadlockFreeExactlyWhenAGroupFitsResident) {
     hung += RunGrid(tight, false, 4, rng) ? 0 : 1;
   }
   EXPECT_EQ(hung, 10);
+}
+
+// ================ `lookback` _o2: packed look-back + launch epochs, emulated ================
+//
+// The protocol of the _o2 scans (kernels_src/gated_scan.cuh: StartTile,
+// CombineAndLookBack with ORDER 2, LookBackPackedLean; scan_common.cuh:
+// EpochTag, FinishEpoch) on the byte layout of gated_layout.h (MakeLayout
+// with packed): blocks take (strip, b, tile) from their index on a
+// (strips, B, tiles) grid and are dispatched in index order, `cap` resident,
+// stepped in random order at uneven speeds; every 64-bit word store is a separate event (a
+// row thread's stores are not ordered), every channel walks back on its own
+// (w1 first; an aggregate w1 then waits for its w2). Several launches share
+// one workspace that is zeroed once: the later sections (param, token,
+// ctrl) are overwritten with junk after each launch, as the kernels write
+// them. Checks: every block's carry-in is the composition of its
+// predecessors' maps (fp32, to 1e-5 of the float64 one) over 4 launches and
+// any schedule; with the epoch never advanced (a mutation) stale words of the
+// previous launch are taken and the check fails.
+namespace packed_emulation {
+
+struct Workspace {
+  std::vector<unsigned char> bytes;
+  uint32_t U32(int64_t off) const {
+    uint32_t v;
+    std::memcpy(&v, &bytes[static_cast<size_t>(off)], 4);
+    return v;
+  }
+  void SetU32(int64_t off, uint32_t v) { std::memcpy(&bytes[static_cast<size_t>(off)], &v, 4); }
+  uint64_t U64(int64_t off) const {
+    uint64_t v;
+    std::memcpy(&v, &bytes[static_cast<size_t>(off)], 8);
+    return v;
+  }
+  void SetU64(int64_t off, uint64_t v) { std::memcpy(&bytes[static_cast<size_t>(off)], &v, 8); }
+};
+
+uint64_t Word(float value, uint32_t flag) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  return (uint64_t{flag} << 32) | bits;
+}
+uint32_t FlagOf(uint64_t w) { return static_cast<uint32_t>(w >> 32); }
+float ValueOf(uint64_t w) {
+  const uint32_t bits = static_cast<uint32_t>(w);
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+struct Launch {
+  int64_t batch, length, width;
+  int strip, tile;
+  gated::Layout lay;
+  std::vector<float> a, h;    // each tile's map per channel: [seq][tile][strip]
+  std::vector<float> carry0;  // [seq][strip]
+  std::vector<float> carry;   // the carry-in each block found: [seq][tile][strip]
+  bool advance_epoch = true;  // false: the mutation
+  int64_t Slot(int64_t seq, int64_t tile) const { return seq * lay.tiles + tile; }
+};
+
+// One block; its channels walk back independently. Step() does one event.
+struct Block {
+  Launch* L;
+  Workspace* ws;
+  int64_t seq = 0, tile = 0;
+  double speed = 1.0;  // the scheduler's chance to step it in a round
+  uint32_t tag = 0;
+  int stage = 0;                       // 0 start, 1 publish, 2 look back, 3 publish inclusive, 4 arrive, 5 done
+  std::vector<int> todo;               // pending word stores (channel * 2 + which) or channels
+  std::vector<int64_t> k;              // per channel: the predecessor it reads
+  std::vector<float> accA, accH, carry;
+  std::vector<bool> done;
+
+  int64_t W1(int64_t slot_tile, int j) const { return L->lay.agg_offset + 16 * (slot_tile * L->strip + j); }
+  int64_t W2(int64_t slot_tile, int j) const { return L->lay.incl_offset + 16 * (slot_tile * L->strip + j); }
+  float A(int j) const { return L->a[static_cast<size_t>(L->Slot(seq, tile) * L->strip + j)]; }
+  float H(int j) const { return L->h[static_cast<size_t>(L->Slot(seq, tile) * L->strip + j)]; }
+
+  bool Step(std::mt19937& rng) {
+    const int S = L->strip;
+    switch (stage) {
+      case 0:  // blockIdx -> (strip, b, tile); tag from the header after griddepcontrol.wait
+        tag = (ws->U32(8) & 0x3FFFFFFFu) << 2;
+        carry.assign(S, 0.0f);
+        accA.assign(S, 1.0f);
+        accH.assign(S, 0.0f);
+        done.assign(S, false);
+        k.assign(S, tile - 1);
+        todo.clear();
+        for (int j = 0; j < S; ++j) {
+          todo.push_back(2 * j);
+          if (tile != 0) todo.push_back(2 * j + 1);
+        }
+        std::shuffle(todo.begin(), todo.end(), rng);
+        stage = 1;
+        return true;
+      case 1: {  // one word of the aggregate (tile 0: the inclusive state)
+        if (todo.empty()) {
+          if (tile == 0) {
+            for (int j = 0; j < S; ++j) carry[j] = L->carry0[static_cast<size_t>(seq * S + j)];
+            stage = 4;
+          } else {
+            stage = 2;
+          }
+          return true;
+        }
+        const int e = todo.back();
+        todo.pop_back();
+        const int j = e / 2;
+        const int64_t st = L->Slot(seq, tile);
+        if (tile == 0) {
+          const float c0 = L->carry0[static_cast<size_t>(seq * S + j)];
+          ws->SetU64(W1(st, j), Word(std::fmaf(A(j), c0, H(j)), tag + 2));
+        } else if (e % 2 == 0) {
+          ws->SetU64(W1(st, j), Word(A(j), tag + 1));
+        } else {
+          ws->SetU64(W2(st, j), Word(H(j), tag + 1));
+        }
+        return true;
+      }
+      case 2: {  // one read by one pending channel (the first, in random order, that can go on)
+        std::vector<int> pending;
+        for (int j = 0; j < S; ++j) {
+          if (!done[j]) pending.push_back(j);
+        }
+        if (pending.empty()) {
+          for (int j = 0; j < S; ++j) todo.push_back(j);
+          std::shuffle(todo.begin(), todo.end(), rng);
+          stage = 3;
+          return true;
+        }
+        std::shuffle(pending.begin(), pending.end(), rng);
+        for (int j : pending) {
+          const int64_t other = L->Slot(seq, k[j]);
+          const uint64_t w1 = ws->U64(W1(other, j));
+          if (FlagOf(w1) == tag + 2) {
+            carry[j] = std::fmaf(accA[j], ValueOf(w1), accH[j]);
+            done[j] = true;
+            return true;
+          }
+          if (FlagOf(w1) != tag + 1) continue;  // not yet published: spin
+          const uint64_t w2 = ws->U64(W2(other, j));
+          if (FlagOf(w2) != tag + 1) continue;  // the kernel spins on w2 here
+          accH[j] = std::fmaf(accA[j], ValueOf(w2), accH[j]);
+          accA[j] *= ValueOf(w1);
+          --k[j];
+          return true;
+        }
+        return false;
+      }
+      case 3: {  // one inclusive word
+        if (todo.empty()) {
+          stage = 4;
+          return true;
+        }
+        const int j = todo.back();
+        todo.pop_back();
+        ws->SetU64(W1(L->Slot(seq, tile), j), Word(std::fmaf(A(j), carry[j], H(j)), tag + 2));
+        return true;
+      }
+      case 4: {  // after the block barrier: thread 0 arrives; the last arrival opens the next epoch
+        for (int j = 0; j < S; ++j) L->carry[static_cast<size_t>(L->Slot(seq, tile) * S + j)] = carry[j];
+        const uint32_t arrived = ws->U32(4);
+        ws->SetU32(4, arrived + 1);
+        const uint32_t blocks = static_cast<uint32_t>(L->lay.seqs * L->lay.tiles);
+        if (arrived == blocks - 1 && L->advance_epoch) {
+          ws->SetU32(0, 0);
+          ws->SetU32(4, 0);
+          ws->SetU32(8, ws->U32(8) + 1);
+        }
+        stage = 5;
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+// Runs one launch; false on a deadlock (a whole round without progress).
+bool Run(Launch& L, Workspace& ws, int cap, std::mt19937& rng) {
+  const int64_t strips = L.lay.strips, blocks = L.lay.seqs * L.lay.tiles;
+  L.carry.assign(static_cast<size_t>(blocks * L.strip), std::nanf(""));
+  std::vector<Block> resident;
+  int64_t next = 0;
+  while (next < blocks || !resident.empty()) {
+    while (static_cast<int>(resident.size()) < cap && next < blocks) {
+      // blockIdx (x strip, y b, z tile), x fastest; seq = b x strips + strip (BlockTile)
+      const int64_t strip = next % strips, b = (next / strips) % L.batch, tile = next / (strips * L.batch);
+      Block blk{&L, &ws};
+      blk.speed = std::uniform_real_distribution<double>(0.02, 1.0)(rng);
+      blk.seq = b * strips + strip;
+      blk.tile = tile;
+      resident.push_back(blk);
+      ++next;
+    }
+    std::vector<size_t> order(resident.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::shuffle(order.begin(), order.end(), rng);
+    // Uneven speeds: each block moves with its own probability per round
+    // (a late predecessor is what exposes stale words), then one event
+    // each if none moved.
+    bool progress = false;
+    for (size_t i : order) {
+      if (std::uniform_real_distribution<double>(0.0, 1.0)(rng) < resident[i].speed) {
+        progress = resident[i].Step(rng) || progress;
+      }
+    }
+    for (size_t i : order) {
+      if (!progress) progress = resident[i].Step(rng) || progress;
+    }
+    if (!progress) return false;
+    std::erase_if(resident, [](const Block& blk) { return blk.stage == 5; });
+  }
+  // The kernels write the later sections every launch.
+  std::fill(ws.bytes.begin() + L.lay.param_offset, ws.bytes.end(), static_cast<unsigned char>(0xA5));
+  return true;
+}
+
+// Max relative error of the carries against the float64 composition.
+double CarryError(const Launch& L) {
+  double err = 0.0;
+  for (int64_t seq = 0; seq < L.lay.seqs; ++seq) {
+    for (int j = 0; j < L.strip; ++j) {
+      double state = L.carry0[static_cast<size_t>(seq * L.strip + j)];
+      for (int64_t t = 0; t < L.lay.tiles; ++t) {
+        const size_t i = static_cast<size_t>(L.Slot(seq, t) * L.strip + j);
+        if (std::isnan(L.carry[i])) return INFINITY;
+        err = std::max(err, std::fabs(L.carry[i] - state) / std::max(1.0, std::fabs(state)));
+        state = L.a[i] * state + L.h[i];
+      }
+    }
+  }
+  return err;
+}
+
+// Four launches (fwd-like with h0, bwd-like from 0) on one workspace; returns the largest carry error.
+double FourLaunches(int64_t batch, int64_t length, int64_t width, int strip, int tile, int cap, uint32_t seed,
+                    bool advance_epoch) {
+  std::mt19937 rng(seed);
+  const gated::Layout lay = gated::MakeLayout(batch, length, width, strip, tile, 3, true, true, true);
+  Workspace ws;
+  ws.bytes.assign(static_cast<size_t>(lay.total_bytes), 0);  // zeroed once
+  double worst = 0.0;
+  for (int launch = 0; launch < 4; ++launch) {
+    Launch L{batch, length, width, strip, tile, lay, {}, {}, {}, {}, true};
+    L.advance_epoch = advance_epoch;
+    const size_t n = static_cast<size_t>(lay.seqs * lay.tiles * strip);
+    std::uniform_real_distribution<float> ua(0.5f, 1.0f), uh(-1.0f, 1.0f);
+    for (size_t i = 0; i < n; ++i) {
+      L.a.push_back(ua(rng));
+      L.h.push_back(uh(rng));
+    }
+    for (int64_t i = 0; i < lay.seqs * strip; ++i) L.carry0.push_back(launch % 2 == 0 ? uh(rng) : 0.0f);
+    if (!Run(L, ws, cap, rng)) return INFINITY;
+    worst = std::max(worst, CarryError(L));
+  }
+  return worst;
+}
+
+}  // namespace packed_emulation
+
+TEST(GatedPackedEmulation, CarriesMatchOverLaunchesSharingAWorkspace) {
+  using packed_emulation::FourLaunches;
+  struct Run {
+    int64_t batch, length, width;
+    int strip, tile, cap;
+  };
+  for (const Run& r : {Run{1, 1, 1, 8, 4, 1}, Run{2, 37, 20, 8, 4, 3}, Run{3, 64, 16, 16, 8, 5},
+                       Run{1, 100, 40, 16, 16, 2}, Run{2, 33, 9, 8, 2, 64}}) {
+    for (uint32_t seed = 0; seed < 4; ++seed) {
+      SCOPED_TRACE(std::to_string(r.batch) + "x" + std::to_string(r.length) + "x" + std::to_string(r.width) +
+                   " strip " + std::to_string(r.strip) + " tile " + std::to_string(r.tile) + " cap " +
+                   std::to_string(r.cap) + " seed " + std::to_string(seed));
+      EXPECT_LE(FourLaunches(r.batch, r.length, r.width, r.strip, r.tile, r.cap, seed, true), 1e-5);
+    }
+  }
+}
+
+TEST(GatedPackedEmulation, WithoutEpochsStaleWordsAreTaken) {
+  using packed_emulation::FourLaunches;
+  int wrong = 0;
+  for (uint32_t seed = 0; seed < 4; ++seed) wrong += FourLaunches(2, 64, 16, 8, 4, 6, seed, false) > 1e-3 ? 1 : 0;
+  EXPECT_EQ(wrong, 4);
 }
 
 }  // namespace
