@@ -69,8 +69,9 @@ TEST(VariantNames, BadNamesAreRejectedWithReasons) {
     const char* says;
   };
   for (const Case& c : {Case{"", "unknown algorithm"}, Case{"bogus_v4", "unknown algorithm"},
-                        Case{"lookback_v4_t256_s8", "expected 4 knobs"},
-                        Case{"lookback_v4_t256_s8_i8_x1", "expected 4 knobs"},
+                        Case{"lookback_v4_t256_s8", "expected 4 or 5 knobs"},
+                        Case{"lookback_v4_t256_s8_i8_x1", "must start with 'o'"},
+                        Case{"lookback_v4_t256_s8_i8_o2_x1", "expected 4 or 5 knobs"},
                         Case{"lookback_t256_v4_s8_i8", "must start with 'v'"},
                         Case{"sequential_v0_t128_p4", "positive integer"},
                         Case{"sequential_v-2_t128_p4", "positive integer"},
