@@ -2,7 +2,6 @@
 // families, the same variant names for both operators (the variants table
 // is keyed by (op, name)):
 //   sequential_v{vec}_t{threads}_p{steps loaded at a time}
-//   lookbacksmem_v{vec}_t{threads}_c{strip}_i{tile}          (v1 look-back)
 //   lookback_v{vec}_t{threads}_s{segments}_i{items}[_o2]      (v2 look-back,
 //       kernels_src/gated_held.cuh: strip = threads / segments x vec
 //       channels, tile = segments x items steps, (a, b) held in registers;
@@ -13,6 +12,9 @@
 //       the v2 kernels with vec 2 and threads = strip / 2 x segments, the
 //       controller fused into the scans: the strips of a time tile meet for
 //       m_t (fwd) and dm_t (bwd), so no control and no fix-up kernel)
+// (v1's `lookbacksmem` family, the tile staged with an fp32 (a, b) region,
+// was dropped in session 4: 1.5-3x slower than `lookback` at every seed
+// shape, never selected; bench/NOTES.md "rglru/samu v4".)
 // Workspace offsets come from kernels_src/gated_layout.h (shared with the
 // kernels); shared-memory sizes mirror SmemPlan in gated_scan.cuh.
 #include <algorithm>
@@ -35,22 +37,6 @@ struct SeqKnobs {
 };
 // (v8 with 4 steps spilled in the fp32 rglru backward: 5 inputs x 4 x 8 fp32.)
 constexpr SeqKnobs kSequential[] = {{4, 64, 4}, {8, 64, 2}, {4, 128, 8}, {2, 64, 8}};
-
-// {vec, threads, strip, tile}: tiles of 64..256 steps x 64..128 channels
-// (bench/NOTES.md: fixed per-tile costs dominate, so tiles are large, and
-// shared memory limits the blocks per SM: rglru fwd stages 3 inputs plus an
-// fp32 (a, b) pair per element, bwd 5 inputs). CanImplement drops those that
-// do not fit for the dtype and mode.
-struct LookbackKnobs {
-  int vec, threads, strip, tile;
-};
-// Every one compiles without spills for every dtype (ptxas -v, NVRTC 13.0,
-// sm_90; checked by tests/compiler/plan_gated_test.cc). Dropped for spills:
-// rglru bwd t256_c128_i128 bf16 (16 steps x 128-channel strips), v8 with
-// 16 steps (fp32 / fp16 v8_t128_c128_i128), and 8-20 bytes in t128_c32_i128
-// (rglru bwd fp16), t256_c128_i64 and t256_c64_i64 (samu bwd).
-constexpr LookbackKnobs kLookback[] = {{4, 128, 64, 64},  {4, 128, 64, 128}, {4, 256, 64, 128},
-                                       {4, 256, 64, 256}, {8, 128, 128, 64}, {2, 128, 64, 128}};
 
 // v2 (`lookback`, gated_held.cuh): {vec, threads, segments, items}. A
 // thread holds (a, b) (items x vec <= 16) or only b (larger: the rescan
@@ -131,16 +117,12 @@ Variant HeldOf(const Variant& v) {
 bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback || IsFused(v); }
 // `lookback` _o2: block-index tiles, packed look-back, launch epochs, PDL.
 bool IsPacked(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order == 2; }
-// Channels per block (look-back) and timesteps per tile of the look-back families.
+// Channels per block and timesteps per tile of the look-back families.
 int StripOf(const Variant& v) {
   if (IsFused(v)) return v.dim_block;
-  if (IsHeld(v)) return v.segments > 0 ? v.threads / v.segments * v.vec : 0;
-  return v.strip;
+  return v.segments > 0 ? v.threads / v.segments * v.vec : 0;
 }
-int TileOfLookback(const Variant& v) {
-  if (IsFused(v)) return v.chunk;
-  return IsHeld(v) ? v.segments * v.items : v.tile;
-}
+int TileOfLookback(const Variant& v) { return IsFused(v) ? v.chunk : v.segments * v.items; }
 // Channels per unit of the workspace's per-token sums and look-back slots.
 int Unit(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 32 * v.vec : StripOf(v); }
 int TileOf(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 0 : TileOfLookback(v); }
@@ -152,21 +134,16 @@ gated::Layout LayoutFor(const Variant& v, const Problem& p) {
 }
 
 // Dynamic shared memory of a look-back kernel; mirrors SmemPlan.
-int64_t SmemBytes(const Variant& variant, DType dtype, int staged_inputs, bool ab) {
+int64_t SmemBytes(const Variant& variant, DType dtype, int staged_inputs) {
   const Variant v = HeldOf(variant);
   const int64_t strip = StripOf(v), tile = TileOfLookback(v);
   const int64_t segs = v.threads / (strip / v.vec);
   const int64_t staged = (int64_t{staged_inputs} * tile * strip * ElementBytes(dtype) + 15) / 16 * 16;
-  const int64_t ab_bytes = ab ? tile * strip * 8 : 0;
-  return staged + ab_bytes + (2 * segs * strip + strip) * 4 + 16;
+  return staged + (2 * segs * strip + strip) * 4 + 16;
 }
-// rglru fwd: ga, gx, x (+ (a, b) in lookbacksmem); bwd: ga, dh, gx, x, h. samu fwd: x; bwd: dy, x, h.
-int64_t FwdSmem(const Variant& v, Op op, DType dtype) {
-  return IsSamu(op) ? SmemBytes(v, dtype, 1, false) : SmemBytes(v, dtype, 3, !IsHeld(v));
-}
-int64_t BwdSmem(const Variant& v, Op op, DType dtype) {
-  return IsSamu(op) ? SmemBytes(v, dtype, 3, false) : SmemBytes(v, dtype, 5, false);
-}
+// rglru fwd: ga, gx, x; bwd: ga, dh, gx, x, h. samu fwd: x; bwd: dy, x, h.
+int64_t FwdSmem(const Variant& v, Op op, DType dtype) { return SmemBytes(v, dtype, IsSamu(op) ? 1 : 3); }
+int64_t BwdSmem(const Variant& v, Op op, DType dtype) { return SmemBytes(v, dtype, IsSamu(op) ? 3 : 5); }
 
 Status CheckGrid(int64_t blocks, int64_t limit, const char* what) {
   if (blocks > limit) {
@@ -185,10 +162,6 @@ class GatedPlannerImpl final : public OpPlanner {
     for (const SeqKnobs& k : kSequential) {
       variants.push_back({.algorithm = Algorithm::kSequential, .vec = k.vec, .threads = k.threads,
                           .prefetch = k.prefetch});
-    }
-    for (const LookbackKnobs& k : kLookback) {
-      variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = k.vec, .threads = k.threads, .strip = k.strip,
-                          .tile = k.tile});
     }
     for (int order : kHeldOrders) {
       for (const HeldKnobs& k : kHeld) {
@@ -226,9 +199,9 @@ class GatedPlannerImpl final : public OpPlanner {
     if (s.batch < 1 || s.length < 1 || s.width < 1) {
       return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
     }
-    if (v.algorithm != Algorithm::kSequential && v.algorithm != Algorithm::kLookbackSmem && !IsHeld(v)) {
+    if (v.algorithm != Algorithm::kSequential && !IsHeld(v)) {
       return InvalidArgument(std::string("algorithm ") + AlgorithmName(v.algorithm) + " has no " +
-                             OpName(problem.op) + " kernels (sequential, lookbacksmem, lookback, fused)");
+                             OpName(problem.op) + " kernels (sequential, lookback, fused)");
     }
     if (v.vec != 2 && v.vec != 4 && v.vec != 8) {
       return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8}");
@@ -294,13 +267,11 @@ class GatedPlannerImpl final : public OpPlanner {
                                std::to_string(device.max_shared_per_block));
     }
     const gated::Layout lay = LayoutFor(v, problem);
-    // samu's lookbacksmem backward scan and both `fused` scans make the strips
-    // of a time tile wait for each other (gated_samu.cuh, gated_held.cuh):
-    // all of them must be resident at once, which at least one block per SM
-    // guarantees. (lookback: no such wait.)
-    const bool meets = IsFused(variant) || (HasBwd(problem.mode) && !IsHeld(v));
-    if (IsSamu(problem.op) && meets && lay.strips > device.sm_count) {
-      return ResourceExhausted("samu's backward needs the " + std::to_string(lay.strips) +
+    // Both `fused` scans make the strips of a time tile wait for each other
+    // (gated_held.cuh): all of them must be resident at once, which at least
+    // one block per SM guarantees. (lookback: no such wait.)
+    if (IsSamu(problem.op) && IsFused(variant) && lay.strips > device.sm_count) {
+      return ResourceExhausted("samu's fused scans need the " + std::to_string(lay.strips) +
                                " strips of a time tile resident at once, more than the " +
                                std::to_string(device.sm_count) + " SMs");
     }
@@ -336,7 +307,7 @@ class GatedPlannerImpl final : public OpPlanner {
       k.push_back({Role::kFwdScan, Instance("samu_fwd_fused", dtype, {kFusedVec, threads, strip, tile})});
       k.push_back({Role::kBwdScan, Instance("samu_bwd_fused", dtype, {kFusedVec, threads, strip, tile})});
       k.push_back({Role::kFinalize, Instance("samu_bwd_finalize", dtype, {strip, tile})});
-    } else if (IsHeld(v)) {
+    } else {
       const int strip = StripOf(v), tile = TileOfLookback(v);
       if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
       k.push_back({Role::kFwdScan, Instance(pre + "_fwd_held", dtype, {v.vec, v.threads, strip, tile, v.order})});
@@ -347,12 +318,6 @@ class GatedPlannerImpl final : public OpPlanner {
       } else {
         k.push_back({Role::kFinalize, Instance(pre + "_bwd_finalize", dtype, {strip, tile, v.order})});
       }
-    } else {
-      // samu's lookbacksmem adds dm_t / W inside its backward scan (no fix-up kernel).
-      if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control", dtype, {v.vec})});
-      k.push_back({Role::kFwdScan, Instance(pre + "_fwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile})});
-      k.push_back({Role::kBwdScan, Instance(pre + "_bwd_lookback", dtype, {v.vec, v.threads, v.strip, v.tile})});
-      k.push_back({Role::kFinalize, Instance(pre + "_bwd_finalize", dtype, {Unit(v), TileOf(v)})});
     }
     return k;
   }

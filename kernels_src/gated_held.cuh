@@ -3,7 +3,7 @@
 // (threads / segments) x vec channels and tile = segments x items steps;
 // thread (seg, lane) owns `items` consecutive steps of `vec` channels.
 // Inputs are staged raw (in their dtype) in shared memory by cp.async, as in
-// lookbacksmem; what differs (bench/NOTES.md, "rglru/samu v2"):
+// v1's (dropped) lookbacksmem; what differs (bench/NOTES.md, "rglru/samu v2"):
 //   - forward: the local pass computes each step's (a, b) once and keeps them
 //     in registers (2 x items x vec fp32) for the rescan, so neither an fp32
 //     (a, b) region in shared memory (rglru v1: 8 B per element) nor a second
@@ -114,10 +114,9 @@ __device__ __forceinline__ void OnInterior(bool interior, F&& f) {
   }
 }
 
-// Shared memory of a `lookback` kernel: kIn staged inputs, then the combine
-// (SmemPlan with no (a, b) region).
+// Shared memory of a `lookback` kernel: kIn staged inputs, then the combine.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int kIn>
-using HeldPlan = SmemPlan<T, VEC, THREADS, STRIP, TILE, kIn, false>;
+using HeldPlan = SmemPlan<T, VEC, THREADS, STRIP, TILE, kIn>;
 
 // The block's per-channel decay constants, -8 softplus(lambda) and (NC = 2,
 // backward) DecayRatio(lambda), computed once per channel by the first

@@ -18,10 +18,10 @@
 //                    warp's 32 x VEC channels (sequential).
 //   ctrl             samu bwd: [ctrl_rows][4] partial sums of the controller
 //                    gradients: one row per block of the fix-up kernel
-//                    (sequential, lookback), one per (b, tile) (lookbacksmem).
-// samu's look-back also keeps one 32-bit counter per (b, tile) in the zeroed
-// prefix, after the flags: the strips of a time tile meet there before
-// adding dm_t / W to their dx (see SamuBackwardLookback).
+//                    (sequential, lookback), one per (b, tile) (fused).
+// samu's `fused` family also keeps one 32-bit counter per (b, tile) in the
+// zeroed prefix, after the flags: the strips of a time tile meet there
+// (gated_held.cuh, SamuMeetForward / SamuMeetBackward).
 // Packed look-back (`lookback` _o2, launch epochs; scan_common.cuh
 // PackWord): the zeroed prefix is the 256-byte epoch header, then the two
 // u64 words of each tile and channel side by side, [seqs x tiles][unit]
@@ -81,8 +81,7 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
   g.group_counters = 64 + g.seqs * g.tiles;
   // The `fused` meetings sum per-token values by atomics into [tokens][3]
   // fp32 after the counters (zeroed with them); present for every samu
-  // layout with tiles and no fix-up (fused, and v1's lookbacksmem, whose
-  // finalize shares the layout).
+  // layout with tiles and no fix-up (fused).
   g.acc_offset = 256 + 4 * g.seqs * g.tiles + (samu ? 4 * batch * g.tiles : 0);
   const long long acc_bytes = (samu && tile > 0 && !samu_fixup) ? tokens * 3 * 4 : 0;
   g.zero_bytes = tile > 0 ? RoundUp256(g.acc_offset + acc_bytes) : 0;

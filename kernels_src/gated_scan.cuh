@@ -22,31 +22,30 @@
 // over all W channels: the scan writes per-(token, channel unit) partial
 // sums. The sequential family then runs a fix-up kernel (one warp per token:
 // reduces them, adds dm_t / W to the token's dx row, writes the controller's
-// partial gradients), which reads and writes dx once more; the look-back
-// family keeps its dx part in shared memory until the strips of its time
-// tile have all published their sums (a counter per (b, tile)), then stores
-// dx once (gated_samu.cuh, SamuBackwardLookback).
+// partial gradients), which reads and writes dx once more; so does the
+// `lookback` family (its fix-up reads 16-byte rows); the `fused` family
+// keeps its dx part in shared memory until the strips of its time tile have
+// all added their sums (a counter per (b, tile)), then stores dx once
+// (gated_held.cuh, SamuMeetBackward).
 //
 // Families (their plans are in compiler/plan_gated.cc; workspace offsets in
 // gated_layout.h, shared with the plans):
 //   sequential  one thread per (b, VEC channels) walks all of t, loading P
 //               steps at a time. grid (ceil(ceil(W/VEC)/THREADS), B).
-//   lookback    single pass per phase: a block owns (b, STRIP channels, TILE
-//               steps), stages its inputs in shared memory by cp.async, each
-//               thread composes TILE/segments steps, segments combine, the
-//               last segment publishes and looks back over earlier tiles
-//               (decoupled look-back, flags in the zeroed workspace prefix,
-//               tickets from an atomic counter, time-slowest), then every
-//               thread rescans and stores. grid = B x strips x tiles.
-//               rglru's forward keeps the (a, b) it computed in the local
-//               pass in shared memory (fp32) for the rescan, so its
-//               transcendentals run once per element.
-//   lookback    (v2, gated_held.cuh) the same single pass with the inputs
-//               staged raw and each thread's (a, b) held in registers from
-//               the local pass to the rescan; tanh-based sigmoid for 16-bit
-//               dtypes; samu's backward writes dx without dm_t / W and a
-//               fix-up kernel (16-byte rows) adds it: no strip waits for
-//               another.
+//   lookback    (gated_held.cuh) single pass per phase: a block owns (b,
+//               STRIP channels, TILE steps), stages its inputs raw in shared
+//               memory by cp.async, each thread composes TILE/segments steps
+//               holding its (a, b) in registers, segments combine, the last
+//               segment publishes and looks back over earlier tiles
+//               (decoupled look-back; tiles time-slowest: an atomic ticket,
+//               or _o2 the block index with the packed look-back and launch
+//               epochs), then every thread rescans and stores; samu's
+//               backward writes dx without dm_t / W and a fix-up kernel
+//               (16-byte rows) adds it: no strip waits for another.
+//   fused       (samu, gated_held.cuh) lookback with the controller met
+//               inside the scans (no control and no fix-up kernel).
+// (v1's `lookbacksmem`, staging an fp32 (a, b) region, was dropped in
+// session 4: never selected, 1.5-3x slower than `lookback`.)
 #pragma once
 
 #include "gated_layout.h"
@@ -226,14 +225,13 @@ __device__ __forceinline__ bool ChunkAligned(const void* ptr, long long width) {
 
 // Dynamic shared memory of a look-back kernel, in bytes (the plan passes the
 // same: SmemBytes in gated_layout.h is its host twin).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int kIn, bool kAb>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int kIn>
 struct SmemPlan {
   static constexpr int kLanes = STRIP / VEC;
   static constexpr int kSegs = THREADS / kLanes;
   static constexpr int kSteps = TILE / kSegs;
   static constexpr int kStagedBytes = (kIn * TILE * STRIP * int(sizeof(T)) + 15) / 16 * 16;
-  static constexpr int kAbBytes = kAb ? TILE * STRIP * 8 : 0;
-  static constexpr int kCombineOffset = kStagedBytes + kAbBytes;
+  static constexpr int kCombineOffset = kStagedBytes;
   static_assert(VEC >= 2 && VEC * sizeof(T) >= 4, "a pack must be at least one 32-bit word");
   static_assert(STRIP % VEC == 0 && THREADS % kLanes == 0, "strip / vec lanes must divide threads");
   static_assert(kSegs >= 1 && TILE % kSegs == 0, "segments must divide the tile");
