@@ -46,20 +46,23 @@ constexpr SeqKnobs kSequential[] = {{4, 64, 4}, {8, 64, 2}, {4, 128, 8}, {2, 64,
 // Registers (bf16, fwd / bwd; rglru | samu): see bench/NOTES.md "rglru/samu
 // v2". Dropped for spills: v4_t128_s8_i16 (fp32 rglru fwd 32 B), v4_t256
 // with items 8 (16-36 B in rglru fwd and samu).
+// Every point in order 0 (atomic ticket, flags, prefix zeroed per phase)
+// and order 2 (block index, packed look-back, epochs, PDL); `tanh`: also
+// order 3 (order 2 with the 16-bit gate's 1 - a^2 from tanh.approx,
+// GateFromA; for the session-3 winners only, to keep the enumeration small).
 struct HeldKnobs {
   int vec, threads, segments, items;
+  bool tanh;
 };
-// Each point twice: order 0 (atomic ticket, flags, prefix zeroed per phase)
-// and order 2 (kHeldOrders).
 constexpr HeldKnobs kHeld[] = {
-    {2, 256, 8, 8},    // strip 64, tile 64, (a, b) held, 3 blocks/SM
-    {2, 256, 16, 8},   // strip 32, tile 128, (a, b) held, 3 blocks/SM
-    {2, 256, 8, 16},   // strip 64, tile 128, b held, 3 blocks/SM (rglru bwd: 2, shared memory)
-    {2, 256, 16, 16},  // strip 32, tile 256, b held, 3 blocks/SM (rglru bwd: 2, shared memory)
-    {4, 128, 8, 8},    // strip 64, tile 64, b held, 4 blocks/SM
-    {2, 256, 32, 16},  // strip 16, tile 512, b held, 3 blocks/SM (rglru bwd: 2): 64 look-back hops at L = 32768
+    {2, 256, 8, 8, true},     // strip 64, tile 64, (a, b) held, 3 blocks/SM
+    {2, 256, 16, 8, false},   // strip 32, tile 128, (a, b) held, 3 blocks/SM
+    {2, 256, 8, 16, true},    // strip 64, tile 128, b held, 3 blocks/SM (rglru bwd: 2, shared memory)
+    {2, 256, 16, 16, true},   // strip 32, tile 256, b held, 3 blocks/SM (rglru bwd: 2, shared memory)
+    {4, 128, 8, 8, false},    // strip 64, tile 64, b held, 4 blocks/SM
+    {2, 256, 32, 16, false},  // strip 16, tile 512, b held, 3 blocks/SM (rglru bwd: 2): 64 look-back hops at L = 32768
 };
-constexpr int kHeldOrders[] = {0, 2};
+constexpr int kHeldOrders[] = {0, 2, 3};
 
 // v3 (`fused`, samu only): {strip, segments, tile}; vec 2, threads = strip /
 // 2 x segments: the same geometries as the vec-2 v2 points.
@@ -116,7 +119,7 @@ Variant HeldOf(const Variant& v) {
 }
 bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback || IsFused(v); }
 // `lookback` _o2: block-index tiles, packed look-back, launch epochs, PDL.
-bool IsPacked(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order == 2; }
+bool IsPacked(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order >= 2; }
 // Channels per block and timesteps per tile of the look-back families.
 int StripOf(const Variant& v) {
   if (IsFused(v)) return v.dim_block;
@@ -165,6 +168,7 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     for (int order : kHeldOrders) {
       for (const HeldKnobs& k : kHeld) {
+        if (order == 3 && !k.tanh) continue;
         variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads,
                             .segments = k.segments, .items = k.items, .order = order});
       }
@@ -190,9 +194,13 @@ class GatedPlannerImpl final : public OpPlanner {
         return InvalidArgument("fused needs an even strip d and a tile c that is a multiple of the segments s");
       }
     }
-    if (variant.order != 0 && !(variant.algorithm == Algorithm::kLookback && variant.order == 2)) {
+    if (variant.order != 0 &&
+        !(variant.algorithm == Algorithm::kLookback && (variant.order == 2 || variant.order == 3))) {
       return InvalidArgument("order " + std::to_string(variant.order) +
-                             ": only the lookback family has an order knob, and only _o2");
+                             ": only the lookback family has an order knob, and only _o2 / _o3");
+    }
+    if (variant.order == 3 && problem.dtype == DType::kF32) {
+      return InvalidArgument("_o3 differs from _o2 only in the 16-bit gate math; fp32 runs _o2");
     }
     const Variant v = HeldOf(variant);
     const Shape& s = problem.shape;

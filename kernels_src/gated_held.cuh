@@ -52,8 +52,21 @@ __device__ __forceinline__ float RsqrtFtz(float v) {
   asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
   return y;
 }
-template <typename T>
+// kTanh (`lookback` _o3, 16-bit dtypes only): 1 - a^2 = tanh(-la) (1 + a^2)
+// with tanh.approx (relative error ~2^-11: s and q to ~2.5e-4, far inside
+// the bf16 / fp16 tolerances): MUFU + FFMA + FMUL instead of the series,
+// its select and 1 - a^2 (~8 issued instructions per gate).
+template <typename T, bool kTanh = false>
 __device__ __forceinline__ Gate GateFromA(float la, float a) {
+  if constexpr (kTanh && sizeof(T) == 2) {
+    const float om = TanhApprox(-la) * fmaf(a, a, 1.0f);
+    const float rs = RsqrtFtz(om);
+    Gate g;
+    g.a = a;
+    g.s = om > 1e-30f ? om * rs : 0.0f;
+    g.q = om > 1e-30f ? la * rs : 0.0f;
+    return g;
+  }
   const float x = 2.0f * la;
   float t;
   if constexpr (sizeof(T) == 4) {
@@ -76,9 +89,9 @@ __device__ __forceinline__ Gate GateFromA(float la, float a) {
   g.q = om > kFloor ? la * rs : 0.0f;
   return g;
 }
-template <typename T>
+template <typename T, bool kTanh = false>
 __device__ __forceinline__ Gate GateFast(float la) {
-  return GateFromA<T>(la, ExpDecay<T>(la));
+  return GateFromA<T, kTanh>(la, ExpDecay<T>(la));
 }
 
 // Whether a thread holds its a's (items x vec fp32) from the local pass to
@@ -158,7 +171,7 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false, false, ORDER == 2);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false, false, ORDER >= 2);
   const auto x = StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.ga, p.width) && ChunkAligned<T>(p.gx, p.width);
   StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.ga), p.length, p.width, x.b, x.c_strip, x.base, 0,
@@ -201,7 +214,7 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
     const Pack<T, VEC> pa = pack_at(0, row), pi = pack_at(1, row), px = pack_at(2, row);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      const Gate g = GateFast<T>(sp[j] * FastSig<T>(pa.Get(j)).s);
+      const Gate g = GateFast<T, ORDER == 3>(sp[j] * FastSig<T>(pa.Get(j)).s);
       const float a = in ? g.a : 1.0f;
       const float bb = in ? g.s * FastSig<T>(pi.Get(j)).s * px.Get(j) : 0.0f;
       if constexpr (kHold) av[i][j] = a;
@@ -255,7 +268,7 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false, false, ORDER == 2);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false, false, ORDER >= 2);
   const auto x = StartTile<STRIP, TILE, true, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.ga, p.width) &&
                       ChunkAligned<T>(p.gx, p.width) && ChunkAligned<T>(p.dh, p.width) && ChunkAligned<T>(p.h, p.width);
@@ -338,7 +351,7 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
           } else {
             a = ExpDecay<T>(la);  // t >= 0 here: as the local pass
           }
-          const Gate gate = GateFromA<T>(la, a);
+          const Gate gate = GateFromA<T, ORDER == 3>(la, a);
           const float xv = px.Get(j);
           const float g = pd.Get(j) + u[j];
           const float gs = g * gate.s;
@@ -635,7 +648,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
   static_assert(!FUSED || ORDER == 0, "fused: no packed look-back or PDL (the meetings' deadlock bound)");
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED, ORDER == 2);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED, ORDER >= 2);
   const auto x = [&] {
     if constexpr (FUSED) {
       return BlockTile<STRIP, TILE, false>(p.length);
@@ -689,7 +702,9 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     const Pack<T, VEC> px = *reinterpret_cast<const Pack<T, VEC>*>(s_in + row * STRIP + lane * VEC);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      const Gate g = GateFast<T>(sp[j] * ri.x);
+      // (_o3's tanh gate here only where a is held: with b alone held, 16 steps,
+      // it spilled 52-56 bytes at 80 registers.)
+      const Gate g = GateFast<T, ORDER == 3 && kHold>(sp[j] * ri.x);
       const float a = in ? g.a : 1.0f;
       const float bb = g.s * ri.y * beta[j] * px.Get(j);  // 0 past L (i = 0)
       if constexpr (kHold) av[i][j] = a;
@@ -758,7 +773,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
   static_assert(!FUSED || ORDER == 0, "fused: no packed look-back or PDL (the meetings' deadlock bound)");
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED, ORDER == 2);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED, ORDER >= 2);
   const auto x = StartTile<STRIP, TILE, true, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.dy, p.width) && ChunkAligned<T>(p.h, p.width);
   StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.dy), p.length, p.width, x.b, x.c_strip, x.base, 0,
@@ -852,7 +867,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
       } else {
         a = (kIn || t >= 0) ? ExpDecay<T>(la) : 1.0f;  // as the local pass
       }
-      const Gate gate = GateFromA<T>(la, a);
+      const Gate gate = GateFromA<T, ORDER == 3>(la, a);
       const float hprev = (kIn || t > 0) ? ph.Get(j) : h0v[j];
       const float xv = px.Get(j), dy = pd.Get(j);
       const float g = fmaf(ch.gamma[j], dy, u[j]);
@@ -945,7 +960,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
 template <typename T, int UNIT, int TILE, int ORDER>
 __device__ __forceinline__ void SamuFixupFast(const SamuParams& p) {
   __shared__ float s_ctrl[kFixupTokensPerBlock][4];
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, true, ORDER == 2);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, true, ORDER >= 2);
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const long long token = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + warp;
@@ -1080,7 +1095,7 @@ template <typename T, int UNIT, int TILE, int ORDER>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_finalize_fixup(const SamuParams p) {
   scan::GridDependencyWait();
   scan::LaunchDependents();
-  gated::SamuFinalize<UNIT, TILE, true, ORDER == 2>(p);
+  gated::SamuFinalize<UNIT, TILE, true, ORDER >= 2>(p);
 }
 
 // The `fused` family of samu (fused_d{strip}_s{segments}_c{tile}: vec 2,

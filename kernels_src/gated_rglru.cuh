@@ -149,7 +149,7 @@ __device__ __forceinline__ void RgLruBackwardSequential(const RgLruParams& p) {
 
 template <int UNIT, int TILE, int ORDER>
 __device__ __forceinline__ void RgLruFinalize(const RgLruParams& p) {
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kRgLruParams, false, false, ORDER == 2);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kRgLruParams, false, false, ORDER >= 2);
   float* const out[1] = {p.dlambda};
   FinalizeParams<1>(reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.param_offset),
                     lay.parts, p.width, out);

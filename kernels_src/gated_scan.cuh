@@ -300,7 +300,7 @@ __device__ __forceinline__ TileIndexOf<I> BlockTile(long long length) {
 template <int STRIP, int TILE, bool kBackward, int ORDER>
 __device__ __forceinline__ auto StartTile(void* workspace, unsigned* s_ticket, long long batch, long long length,
                                           long long width) {
-  if constexpr (ORDER == 2) {
+  if constexpr (ORDER >= 2) {
     scan::GridDependencyWait();
     scan::LaunchDependents();
     if (threadIdx.x == 0) s_ticket[0] = scan::EpochTag(static_cast<const unsigned*>(workspace));
@@ -423,7 +423,7 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
   const long long slot_tile = x.seq * lay.tiles + x.tile;
   const long long slot = slot_tile * STRIP + lane * VEC;
   float carry[VEC];
-  if constexpr (ORDER == 2) {
+  if constexpr (ORDER >= 2) {
     using scan::PackWord;
     using scan::StoreWord;
     // {w1, w2} of this thread's channels of its tile (gated_layout.h).
@@ -502,7 +502,7 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
   }
   if constexpr (kWait >= 0) CpAsyncWait<kWait>();
   __syncthreads();
-  if constexpr (ORDER == 2) {
+  if constexpr (ORDER >= 2) {
     // Every look-back of the block is over: it reads no slot again.
     if (threadIdx.x == 0) {
       unsigned* header = static_cast<unsigned*>(workspace);

@@ -68,10 +68,15 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     EXPECT_GE(per_family[Algorithm::kFused], 4);
     EXPECT_GE(per_family[Algorithm::kSequential], 3);
     EXPECT_GE(per_family[Algorithm::kLookback], 8);
-    // Every lookback point in both orders (_o2: block index, packed look-back, epochs, PDL).
-    int packed = 0;
-    for (const Variant& v : all) packed += v.algorithm == Algorithm::kLookback && v.order == 2;
-    EXPECT_EQ(2 * packed, per_family[Algorithm::kLookback]);
+    // Every lookback point in orders 0 and 2 (_o2: block index, packed look-back, epochs, PDL),
+    // three of them also in order 3 (_o2 with the tanh gate for 16-bit dtypes).
+    int packed = 0, tanh = 0;
+    for (const Variant& v : all) {
+      packed += v.algorithm == Algorithm::kLookback && v.order == 2;
+      tanh += v.algorithm == Algorithm::kLookback && v.order == 3;
+    }
+    EXPECT_EQ(2 * packed + tanh, per_family[Algorithm::kLookback]);
+    EXPECT_EQ(tanh, 3);
     EXPECT_STREQ(MainHeader(op), "gated_scan.cuh");
   }
   // The same names for both operators (the variants table is keyed by (op, name)).
@@ -122,7 +127,9 @@ TEST(GatedCanImplement, Rejections) {
            Case{"lookback_v2_t256_s8_i1", rglru, StatusCode::kInvalidArgument, "items 1"},
            Case{"lookback_v2_t256_s3_i8", rglru, StatusCode::kInvalidArgument, "must divide threads"},
            Case{"lookback_v4_t256_s4_i8", samu, StatusCode::kInvalidArgument, "at most 32"},
-           Case{"lookback_v2_t256_s8_i8_o1", samu, StatusCode::kInvalidArgument, "only _o2"},
+           Case{"lookback_v2_t256_s8_i8_o1", samu, StatusCode::kInvalidArgument, "only _o2 / _o3"},
+           Case{"lookback_v2_t256_s8_i8_o3", MakeProblem(Op::kSamu, {1, 64, 64}, DType::kF32),
+                StatusCode::kInvalidArgument, "fp32 runs _o2"},
            Case{"lookbacksmem_v4_t256_c64_i128", rglru, StatusCode::kInvalidArgument, "has no rglru kernels"},
            Case{"lookback_v2_t256_s32_i16_o2", MakeProblem(Op::kRgLru, {1, 512 * 65536, 64}),
                 StatusCode::kResourceExhausted, "grid.z"},
@@ -160,7 +167,7 @@ TEST(GatedPlan, SeedShapes) {
         const bool sequential = v.algorithm == Algorithm::kSequential;
         const bool fused = v.algorithm == Algorithm::kFused;
         const bool held = v.algorithm == Algorithm::kLookback || fused;
-        const bool packed = v.algorithm == Algorithm::kLookback && v.order == 2;
+        const bool packed = v.algorithm == Algorithm::kLookback && v.order >= 2;
         const bool fixup = samu && (sequential || held) && !fused;
         const bool control = samu && !fused;
         const std::vector<std::string> names = NameExpressions(v, op, p.dtype);
@@ -321,6 +328,13 @@ TEST(GatedPlan, PackedOrderGeometry) {
       MakePlan(Parsed("lookback_v2_t256_s8_i16_o2"), MakeProblem(Op::kRgLru, {1, 100, 70}, DType::kF32), h200);
   ASSERT_TRUE(rglru.ok()) << rglru.status().ToString();
   EXPECT_EQ(rglru->launches.back().name_expression, "rglru_bwd_finalize<float, 64, 128, 2>");
+  // _o3: the _o2 plan with ORDER 3 (the tanh gate), 16-bit dtypes only.
+  StatusOr<LaunchPlan> tanh =
+      MakePlan(Parsed("lookback_v2_t256_s8_i16_o3"), MakeProblem(Op::kRgLru, {1, 100, 70}, DType::kF16), h200);
+  ASSERT_TRUE(tanh.ok()) << tanh.status().ToString();
+  EXPECT_EQ(tanh->launches[0].name_expression, "rglru_fwd_held<__half, 2, 256, 64, 128, 3>");
+  EXPECT_TRUE(tanh->workspace_zero_once);
+  for (const Launch& l : tanh->launches) EXPECT_TRUE(l.dependent_launch) << l.name_expression;
 }
 
 // v3 `fused` (samu): fused_d{strip}_s{segments}_c{tile} = the v2 geometry

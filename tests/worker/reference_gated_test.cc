@@ -1257,6 +1257,23 @@ double FourLaunches(int64_t batch, int64_t length, int64_t width, int strip, int
 
 }  // namespace packed_emulation
 
+// `lookback` _o3's 16-bit gate (gated_held.cuh GateFromA<T, true>): 1 - a^2
+// = tanh(-la) (1 + a^2) exactly; with tanh off by a relative 2^-11
+// (tanh.approx's bound) s = sqrt(1 - a^2) and q = la / s move by at most
+// ~2^-12 relative, 40x inside bf16's 1e-2 and 20x inside fp16's 5e-3.
+TEST(GatedTanhGate, IdentityAndErrorBound) {
+  for (double la = -40.0; la < -1e-12; la *= 0.93) {
+    const double a = std::exp(la), om = -std::expm1(2.0 * la);
+    const double via_tanh = std::tanh(-la) * (1.0 + a * a);
+    EXPECT_NEAR(via_tanh / om, 1.0, 1e-14) << la;
+    for (double e : {-1.0, 1.0}) {
+      const double s = std::sqrt(via_tanh * (1.0 + e * std::ldexp(1.0, -11)));
+      EXPECT_LE(std::fabs(s / std::sqrt(om) - 1.0), std::ldexp(1.0, -12) * 1.01) << la;
+      EXPECT_LE(std::fabs((la / s) / (la / std::sqrt(om)) - 1.0), std::ldexp(1.0, -12) * 1.01) << la;
+    }
+  }
+}
+
 TEST(GatedPackedEmulation, CarriesMatchOverLaunchesSharingAWorkspace) {
   using packed_emulation::FourLaunches;
   struct Run {
