@@ -40,13 +40,16 @@ constexpr FusedKnobs kFusedVariants[] = {
 // tscan (dim_block, warps along time, items per lane, state groups; 0: one).
 // No spills at N 8..64 (ptxas -v, sm_90): see bench/NOTES.md "selective_scan
 // v2" and "v3". The state groups put 2-4x the warps on the same channels, for
-// B * D too small to fill the GPU (D = 256, B = 4: 1024 channels).
+// B * D too small to fill the GPU (D = 256, B = 4: 1024 channels); so does
+// d8_w1_i16 (forward only: one 256-thread block per SM with 255 registers,
+// 512-step chunks, four states per iteration; v4).
 struct TscanKnobs {
   int dim_block, warps, items, groups;
 };
 constexpr TscanKnobs kTscanVariants[] = {{8, 1, 4, 0}, {8, 1, 8, 0}, {8, 2, 4, 0}, {16, 1, 4, 0},
                                          {4, 4, 2, 0}, {4, 1, 4, 0}, {4, 1, 8, 2}, {8, 1, 8, 2},
-                                         {4, 1, 4, 2}, {8, 1, 4, 2}, {4, 1, 4, 4}, {8, 1, 4, 4}};
+                                         {4, 1, 4, 2}, {8, 1, 4, 2}, {4, 1, 4, 4}, {8, 1, 4, 4},
+                                         {8, 1, 16, 0}};
 
 // tscan's state groups: the knob's 0 is one group.
 int TscanGroups(const Variant& v) { return v.state_split == 0 ? 1 : v.state_split; }
@@ -397,6 +400,10 @@ class SsmPlannerImpl final : public OpPlanner {
     }
     if (n == 64 && v.items >= 8 && groups > 1 && HasBwd(problem.mode)) {
       return ResourceExhausted("state groups with 8 items at N = 64: the checkpointing forward would spill");
+    }
+    if (n >= 32 && v.items >= 16 && problem.dtype != DType::kF32) {
+      return ResourceExhausted("16 items at N >= 32 with 16-bit inputs: the forward would spill (staged through "
+                               "registers)");
     }
     if (n >= 32 && v.items >= 8 && problem.ssm.z_gate && HasBwd(problem.mode)) {
       return ResourceExhausted("8 items with the gate at N >= 32: the checkpointing forward would spill (16-bit)");

@@ -235,6 +235,37 @@ __device__ __forceinline__ void InitialState(const SelectiveScanParams& p, const
   }
 }
 
+// The segment's forward from zero (selective_scan_fwd_local, _bwd_local): its end state h and its
+// sum of delta (the segment's transition is exp(A sum)), stored to hseg and sdelta.
+template <typename T, typename C, bool BIAS, bool SOFTPLUS, bool GATE>
+__device__ __forceinline__ void SegmentFromZero(const SelectiveScanParams& p, const Where<C>& w, const Channel<C>& chn,
+                                                float (*smem)[C::BC], float (&h)[C::S], float& sum) {
+#pragma unroll
+  for (int s = 0; s < C::S; ++s) h[s] = 0.f;
+  sum = 0.f;
+  ForEachTile<T, C, BIAS, SOFTPLUS, GATE, false, false>(
+      p, w, chn.bias, smem, [&](const auto& tile, const float* sB, const float*, long long) {
+#pragma unroll
+        for (int i = 0; i < C::CHUNK; ++i) {
+          const float x = tile.dl[i] * tile.u[i];
+          sum += tile.dl[i];
+#pragma unroll
+          for (int s = 0; s < C::S; ++s) {
+            const float dA = Ex2(tile.dl[i] * chn.A2[s]);
+            h[s] = fmaf(dA, h[s], x * sB[i * C::N + w.sub * C::S + s]);
+          }
+        }
+      });
+}
+template <typename C>
+__device__ __forceinline__ void StoreSegment(const SelectiveScanParams& p, const Where<C>& w, const SsmWorkspace& ws,
+                                             const float (&h)[C::S], float sum) {
+  float* wsf = static_cast<float*>(p.workspace);
+#pragma unroll
+  for (int s = 0; s < C::S; ++s) wsf[ws.hseg + w.SegState(s)] = h[s];
+  if (w.sub == 0) wsf[ws.sdelta + (w.b * w.segs + w.seg) * w.D + w.d] = sum;
+}
+
 }  // namespace ssm
 
 #define SSM_TEMPLATE \
@@ -249,27 +280,43 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_local(Sel
   const ssm::Where<C> w(p);
   const ssm::Channel<C> chn(p, w, BIAS);
   const SsmWorkspace ws = SsmWorkspaceLayout(w.B, w.L, w.D, N, SEG, CHUNK);
-  float h[C::S] = {};
-  float sum = 0.f;
-  ssm::ForEachTile<T, C, BIAS, SOFTPLUS, GATE, false, false>(
-      p, w, chn.bias, smem, [&](const auto& tile, const float* sB, const float*, long long) {
-#pragma unroll
-        for (int i = 0; i < CHUNK; ++i) {
-          const float x = tile.dl[i] * tile.u[i];
-          sum += tile.dl[i];
-#pragma unroll
-          for (int s = 0; s < C::S; ++s) {
-            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
-            h[s] = fmaf(dA, h[s], x * sB[i * N + w.sub * C::S + s]);
-          }
-        }
-      });
-  if (!w.valid) return;
-  float* wsf = static_cast<float*>(p.workspace);
-#pragma unroll
-  for (int s = 0; s < C::S; ++s) wsf[ws.hseg + w.SegState(s)] = h[s];
-  if (w.sub == 0) wsf[ws.sdelta + (w.b * w.segs + w.seg) * w.D + w.d] = sum;
+  float h[C::S], sum;
+  ssm::SegmentFromZero<T, C, BIAS, SOFTPLUS, GATE>(p, w, chn, smem, h, sum);
+  if (w.valid) ssm::StoreSegment<C>(p, w, ws, h, sum);
 }
+
+namespace ssm {
+
+// In place over one (b, d, n)'s per-segment values v[s * stride]: each becomes the value entering
+// segment s in walk order (ascending; REVERSE descending), carry' = exp2(a2 sum delta_s) carry +
+// v[s]. A segment's loads do not depend on the carry, so kBatch of them are read ahead of their
+// stores: one L2 round trip serves kBatch segments (v4; ptxas kept one round trip per segment,
+// its loads behind the previous in-place store: ~10-20 us at 64 segments, 4 x 8192 x 256 c128).
+template <bool REVERSE>
+__device__ __forceinline__ void CarryWalk(float* v, long long stride, const float* sdelta, long long sstride,
+                                          long long segs, float a2, float carry) {
+  constexpr int kBatch = 8;
+  for (long long k0 = 0; k0 < segs; k0 += kBatch) {
+    float local[kBatch], sd[kBatch];
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const long long s = REVERSE ? segs - 1 - (k0 + i) : k0 + i;
+      const bool ok = k0 + i < segs;
+      local[i] = ok ? v[s * stride] : 0.f;
+      sd[i] = ok ? sdelta[s * sstride] : 0.f;
+    }
+#pragma unroll
+    for (int i = 0; i < kBatch; ++i) {
+      const long long s = REVERSE ? segs - 1 - (k0 + i) : k0 + i;
+      if (k0 + i < segs) {
+        v[s * stride] = carry;
+        carry = fmaf(Ex2(a2 * sd[i]), carry, local[i]);
+      }
+    }
+  }
+}
+
+}  // namespace ssm
 
 // Per (b, d, n): the forward state at each segment start (in place over hseg)
 // and, BWD, the adjoint entering each segment from the right (over gseg).
@@ -284,22 +331,9 @@ __global__ void __launch_bounds__(256) selective_scan_carry(SelectiveScanParams 
   const long long b = e / (D * N), dn = e % (D * N), d = dn / N;
   const float a2 = p.A[dn] * ssm::kLog2e;
   float* wsf = static_cast<float*>(p.workspace);
-  float h = p.h0 ? p.h0[e] : 0.f;
-  for (long long s = 0; s < segs; ++s) {
-    const long long at = (b * segs + s) * D * N + dn;
-    const float local = wsf[ws.hseg + at];
-    wsf[ws.hseg + at] = h;
-    h = fmaf(ssm::Ex2(a2 * wsf[ws.sdelta + (b * segs + s) * D + d]), h, local);
-  }
-  if (BWD) {
-    float r = 0.f;
-    for (long long s = segs - 1; s >= 0; --s) {
-      const long long at = (b * segs + s) * D * N + dn;
-      const float local = wsf[ws.gseg + at];
-      wsf[ws.gseg + at] = r;
-      r = fmaf(ssm::Ex2(a2 * wsf[ws.sdelta + (b * segs + s) * D + d]), r, local);
-    }
-  }
+  const float* sdelta = wsf + ws.sdelta + b * segs * D + d;
+  ssm::CarryWalk<false>(wsf + ws.hseg + b * segs * D * N + dn, D * N, sdelta, D, segs, a2, p.h0 ? p.h0[e] : 0.f);
+  if (BWD) ssm::CarryWalk<true>(wsf + ws.gseg + b * segs * D * N + dn, D * N, sdelta, D, segs, a2, 0.f);
 }
 
 // The forward proper: from the segment's start state, y for every step of the
@@ -352,21 +386,8 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_local(Sel
   const ssm::Where<C> w(p);
   const ssm::Channel<C> chn(p, w, BIAS);
   const SsmWorkspace ws = SsmWorkspaceLayout(w.B, w.L, w.D, N, SEG, CHUNK);
-  float h[C::S] = {};
-  float sum = 0.f;
-  ssm::ForEachTile<T, C, BIAS, SOFTPLUS, GATE, false, false>(
-      p, w, chn.bias, smem, [&](const auto& tile, const float* sB, const float*, long long) {
-#pragma unroll
-        for (int i = 0; i < CHUNK; ++i) {
-          const float x = tile.dl[i] * tile.u[i];
-          sum += tile.dl[i];
-#pragma unroll
-          for (int s = 0; s < C::S; ++s) {
-            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
-            h[s] = fmaf(dA, h[s], x * sB[i * N + w.sub * C::S + s]);
-          }
-        }
-      });
+  float h[C::S], sum;
+  ssm::SegmentFromZero<T, C, BIAS, SOFTPLUS, GATE>(p, w, chn, smem, h, sum);
   float g[C::S] = {};  // dA_{t+1} g_{t+1} entering step t
   ssm::ForEachTile<T, C, BIAS, SOFTPLUS, GATE, true, true>(
       p, w, chn.bias, smem, [&](const auto& tile, const float*, const float* sC, long long) {
@@ -381,13 +402,10 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_local(Sel
         }
       });
   if (!w.valid) return;
+  ssm::StoreSegment<C>(p, w, ws, h, sum);
   float* wsf = static_cast<float*>(p.workspace);
 #pragma unroll
-  for (int s = 0; s < C::S; ++s) {
-    wsf[ws.hseg + w.SegState(s)] = h[s];
-    wsf[ws.gseg + w.SegState(s)] = g[s];
-  }
-  if (w.sub == 0) wsf[ws.sdelta + (w.b * w.segs + w.seg) * w.D + w.d] = sum;
+  for (int s = 0; s < C::S; ++s) wsf[ws.gseg + w.SegState(s)] = g[s];
 }
 
 SSM_TEMPLATE
@@ -691,15 +709,24 @@ struct TCfg {
   // The forward interleaves two states' scans (ILP over the shuffle latency) where registers
   // allow (ptxas -v: no spills at N 8..64, all options, with one warp along time and K >= 4; with
   // checkpoints, K = 4 at its 64 registers does not: the kernel unrolls 1 there).
-  static constexpr int FWD_STATE_UNROLL = K >= 4 && TW == 1 ? 2 : 1;
+  // Four states where about 11 K + 48 registers fit (dl, x, y and four states' dA, bu) and N <= 16
+  // (N = 32 with the gate spilled): the 256-thread I = 16 forward (one block per SM, 255 registers;
+  // bench/NOTES.md v4).
+  static constexpr int FWD_REGS =
+      65536 / (THREADS * FWD_BLOCKS) > 255 ? 255 : 65536 / (THREADS * FWD_BLOCKS);
+  static constexpr int FWD_STATE_UNROLL = K >= 4 && TW == 1 ? (11 * K + 48 <= FWD_REGS && N <= 16 ? 4 : 2) : 1;
 };
 
 // Staged rows: element (ch, step pos * K + k) at ch * RS + k * TPC + pos.
 // Thread tid stages channel tid % DB at position (tid % STAGERS) / DB, steps
 // k = tid / STAGERS, + SW, .. < K: a warp's loads cover 32 / DB timesteps x
-// DB channels.
-template <typename T, typename C, int NSRC, bool ASYNC = false>
-__device__ __forceinline__ void StageRows(float* rows, const void* const (&src)[NSRC], long long b, long long L,
+// DB channels. FULL: the chunk lies inside the sequence and the block's
+// channels inside D (ChunkIsFull), so no element needs a bounds check and
+// the addresses are one base plus constant steps (v4: the checked form
+// cost ~10 instructions per element, ~500 per thread and chunk at I = 8);
+// StageRows, StoreRows and StageBC below pick the form per chunk.
+template <typename T, typename C, int NSRC, bool ASYNC, bool FULL>
+__device__ __forceinline__ void StageRowsAs(float* rows, const void* const (&src)[NSRC], long long b, long long L,
                                           long long D, long long d0, long long tc) {
   const int st = threadIdx.x % C::STAGERS, k0 = C::SW == 1 ? 0 : threadIdx.x / C::STAGERS;
   const int ch = st % C::DB, pos = st / C::DB;
@@ -711,7 +738,7 @@ __device__ __forceinline__ void StageRows(float* rows, const void* const (&src)[
   for (int kk = 0; kk < (C::K + C::SW - 1) / C::SW; ++kk) {
     const int k = kk * C::SW + k0;
     if (C::K % C::SW != 0 && k >= C::K) break;
-    const bool ok = dok && t0 + k < L;
+    const bool ok = FULL || (dok && t0 + k < L);
 #pragma unroll
     for (int a = 0; a < NSRC; ++a) {
       if constexpr (ASYNC) {
@@ -724,8 +751,8 @@ __device__ __forceinline__ void StageRows(float* rows, const void* const (&src)[
   }
 }
 
-template <typename T, typename C>
-__device__ __forceinline__ void StoreRows(void* dst, const float* row, long long b, long long L, long long D,
+template <typename T, typename C, bool FULL>
+__device__ __forceinline__ void StoreRowsAs(void* dst, const float* row, long long b, long long L, long long D,
                                           long long d0, long long tc) {
   const int st = threadIdx.x % C::STAGERS, k0 = C::SW == 1 ? 0 : threadIdx.x / C::STAGERS;
   const int ch = st % C::DB, pos = st / C::DB;
@@ -737,25 +764,33 @@ __device__ __forceinline__ void StoreRows(void* dst, const float* row, long long
   for (int kk = 0; kk < (C::K + C::SW - 1) / C::SW; ++kk) {
     const int k = kk * C::SW + k0;
     if (C::K % C::SW != 0 && k >= C::K) break;
-    if (dok && t0 + k < L) St<T>(dst, base + k * D, src[k * C::TPC]);
+    if (FULL || (dok && t0 + k < L)) St<T>(dst, base + k * D, src[k * C::TPC]);
   }
 }
 
 // Bm, Cm of the chunk: (n, step pos * K + k) at n * NS + k * TPC + pos.
 // The chunk's (t, n) are contiguous in (B, L, N): thread tid takes n = tid % N.
-template <typename T, typename C, bool ASYNC = false>
-__device__ __forceinline__ void StageBC(float* sB, float* sC, const SelectiveScanParams& p, long long b, long long L,
+// Its step tl = r kStep + tl0 of iteration r: K and kStep are powers of two, so
+// one divides the other and the slot is the thread's slot at r = 0 plus a
+// constant: (tl0 % K) TPC + tl0 / K + ((r kStep) % K) TPC + (r kStep) / K.
+template <typename T, typename C, bool ASYNC, bool FULL>
+__device__ __forceinline__ void StageBCAs(float* sB, float* sC, const SelectiveScanParams& p, long long b, long long L,
                                         long long tc) {
   constexpr int kIters = C::TC * C::N / C::THREADS;
   constexpr int kStep = C::THREADS / C::N;  // timesteps per iteration
+  static_assert(kStep % C::K == 0 || C::K % kStep == 0, "steps per iteration and K: one divides the other");
   const int n = threadIdx.x % C::N, tl0 = threadIdx.x / C::N;
   const long long base = (b * L + tc) * C::N + threadIdx.x;
   const long long left = L - tc;  // steps of the chunk inside the sequence
+  const int slot0 = n * C::NS + (tl0 % C::K) * C::TPC + tl0 / C::K;
 #pragma unroll
   for (int r = 0; r < kIters; ++r) {
     const int tl = r * kStep + tl0;
-    const int slot = n * C::NS + (tl % C::K) * C::TPC + tl / C::K;
-    const bool ok = tl < left;
+    // FULL: the thread's slot at r = 0 plus a constant. The checked form keeps v3's per-r formula
+    // (there the decomposition changed ptxas's allocation and spilled 4-12 bytes at N = 64).
+    const int slot = FULL ? slot0 + ((r * kStep) % C::K) * C::TPC + (r * kStep) / C::K
+                          : n * C::NS + (tl % C::K) * C::TPC + tl / C::K;
+    const bool ok = FULL || tl < left;
     if constexpr (ASYNC) {
       const float* gB = static_cast<const float*>(p.Bm);
       const float* gC = static_cast<const float*>(p.Cm);
@@ -768,18 +803,62 @@ __device__ __forceinline__ void StageBC(float* sB, float* sC, const SelectiveSca
   }
 }
 
+// Whether the chunk at tc lies inside the sequence and the block's channels inside D (the
+// staging and stores then need no bounds checks). Uniform over the block.
+template <typename C>
+__device__ __forceinline__ bool ChunkIsFull(long long tc, long long L, long long d0, long long D) {
+  return tc + C::TC <= L && d0 + C::DB <= D;
+}
+
+// The above, unchecked where the chunk is full and the caller allows it (LEAN). The unchecked
+// forms let ptxas keep more addresses live (ptxas -v: 4-28 bytes of spills in 37 of 312 modules,
+// all at 64-128 registers with N >= 32, 16-bit inputs or 4 items), so the kernels ask for them only
+// where they were spill-free: fp32 inputs at N <= 32 (tscan_fwd: also 128+ registers; kLeanTscan).
+template <typename T, typename C, int NSRC, bool ASYNC, bool LEAN>
+__device__ __forceinline__ void StageRows(float* rows, const void* const (&src)[NSRC], long long b, long long L,
+                                          long long D, long long d0, long long tc) {
+  if (LEAN && ChunkIsFull<C>(tc, L, d0, D)) {
+    StageRowsAs<T, C, NSRC, ASYNC, true>(rows, src, b, L, D, d0, tc);
+  } else {
+    StageRowsAs<T, C, NSRC, ASYNC, false>(rows, src, b, L, D, d0, tc);
+  }
+}
+template <typename T, typename C, bool LEAN>
+__device__ __forceinline__ void StoreRows(void* dst, const float* row, long long b, long long L, long long D,
+                                          long long d0, long long tc) {
+  if (LEAN && ChunkIsFull<C>(tc, L, d0, D)) {
+    StoreRowsAs<T, C, true>(dst, row, b, L, D, d0, tc);
+  } else {
+    StoreRowsAs<T, C, false>(dst, row, b, L, D, d0, tc);
+  }
+}
+template <typename T, typename C, bool ASYNC, bool LEAN>
+__device__ __forceinline__ void StageBC(float* sB, float* sC, const SelectiveScanParams& p, long long b, long long L,
+                                        long long tc) {
+  if (LEAN && tc + C::TC <= L) {
+    StageBCAs<T, C, ASYNC, true>(sB, sC, p, b, L, tc);
+  } else {
+    StageBCAs<T, C, ASYNC, false>(sB, sC, p, b, L, tc);
+  }
+}
+
+// Whether a tscan kernel uses v4's lean forms (unchecked staging of full chunks; the forward's
+// chunk-end states in registers): fp32 at N <= 32, and for the forward 128+ registers per thread.
+template <typename T, typename C, bool FWD>
+constexpr bool kLeanTscan = IsF32<T>::value && C::N <= 32 && (!FWD || C::FWD_REGS >= 128);
+
 // A chunk's delta, u (, z) rows and Bm, Cm of fp32 inputs into one buffer by cp.async, as one group.
-template <typename T, typename C, bool GATE>
+template <typename T, typename C, bool GATE, bool LEAN>
 __device__ __forceinline__ void StageChunk(float* rows, float* bc, const SelectiveScanParams& p, long long b,
                                            long long d0, long long tc) {
   if (GATE) {
     const void* const srcs[3] = {p.delta, p.u, p.z};
-    StageRows<T, C, 3, true>(rows, srcs, b, p.length, p.dim, d0, tc);
+    StageRows<T, C, 3, true, LEAN>(rows, srcs, b, p.length, p.dim, d0, tc);
   } else {
     const void* const srcs[2] = {p.delta, p.u};
-    StageRows<T, C, 2, true>(rows, srcs, b, p.length, p.dim, d0, tc);
+    StageRows<T, C, 2, true, LEAN>(rows, srcs, b, p.length, p.dim, d0, tc);
   }
-  StageBC<T, C, true>(bc, bc + C::N * C::NS, p, b, p.length, tc);
+  StageBC<T, C, true, LEAN>(bc, bc + C::N * C::NS, p, b, p.length, tc);
   CpAsyncCommit();
 }
 
@@ -893,6 +972,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
   constexpr long long TC = C::TC;
   // fp32 (where shared memory allows): the next chunk's inputs by cp.async during this one.
   constexpr bool PF = ssm::IsF32<T>::value && SsmTscanPrefetch(N, DB, TW, K, SW, GATE, true);
+  constexpr bool kLean = ssm::kLeanTscan<T, C, true>;
   constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, SW, GATE, false, PF);
   extern __shared__ __align__(16) float smem[];
   float* rows = smem + kLay.rows;  // delta, u (, z); y over u (PF: this chunk's buffer)
@@ -925,7 +1005,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
   float* ckpt = static_cast<float*>(p.workspace) + ws.ckpt + b * chunks * D * N;  // this batch's (chunks, D, N)
   const void* const srcs_g[3] = {p.delta, p.u, p.z};
   const void* const srcs[2] = {p.delta, p.u};
-  if constexpr (PF) ssm::StageChunk<T, C, GATE>(smem + kLay.rows, smem + kLay.bc, p, b, d0, 0);
+  if constexpr (PF) ssm::StageChunk<T, C, GATE, kLean>(smem + kLay.rows, smem + kLay.bc, p, b, d0, 0);
   int par = 0;
   for (long long c = 0; c < chunks; ++c, par ^= 1) {
     const long long tc = c * TC;
@@ -933,8 +1013,8 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
     __syncthreads();  // the previous chunk's readers are done (of buffer buf ^ 1 too); the initial carry is visible
     if constexpr (PF) {
       if (c + 1 < chunks) {
-        ssm::StageChunk<T, C, GATE>(smem + (buf ? kLay.rows : kLay.rows2), smem + (buf ? kLay.bc : kLay.bc2), p, b, d0,
-                                    tc + TC);
+        ssm::StageChunk<T, C, GATE, kLean>(smem + (buf ? kLay.rows : kLay.rows2), smem + (buf ? kLay.bc : kLay.bc2), p,
+                                           b, d0, tc + TC);
         ssm::CpAsyncWait<1>();  // this chunk's group has landed (the next one may be in flight)
       } else {
         ssm::CpAsyncWait<0>();
@@ -944,11 +1024,11 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
       sC = sB + N * NS;
     } else {
       if (GATE) {
-        ssm::StageRows<T, C, 3>(rows, srcs_g, b, L, D, d0, tc);
+        ssm::StageRows<T, C, 3, false, kLean>(rows, srcs_g, b, L, D, d0, tc);
       } else {
-        ssm::StageRows<T, C, 2>(rows, srcs, b, L, D, d0, tc);
+        ssm::StageRows<T, C, 2, false, kLean>(rows, srcs, b, L, D, d0, tc);
       }
-      ssm::StageBC<T, C>(sB, sC, p, b, L, tc);
+      ssm::StageBC<T, C, false, kLean>(sB, sC, p, b, L, tc);
     }
     if (OUT & 2) {  // the block's states entering the chunk, coalesced: (d0 .. d0 + DB, N) are contiguous
       for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
@@ -973,6 +1053,15 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
     ssm::ChunkDecays<C, SOFTPLUS>(dsum, rows + ch * RS, sA + ch * N, bias, valid, tc, L, tw, lane, sDec);
     const float* cur = sCarry + par * DB * N + ch * N;
     float* nxt = sCarry + (par ^ 1) * DB * N + ch * N;
+    // TW = 1 (lean): the chunk's end states stay in registers (lane l: state sg NPG + l + 32 i) and reach
+    // shared memory after the loop. The loop then stores nothing, so ptxas may hoist the next
+    // state's loads over this state's scan and interleave the unrolled states' warp scans (with a
+    // store of nxt in between it did neither: v3's SASS ran the two scans one after the other).
+    constexpr bool kRegEnds = TW == 1 && kLean;
+    constexpr int kEnds = kRegEnds ? (NPG + 31) / 32 : 1;
+    float ends[kEnds];
+#pragma unroll
+    for (int i = 0; i < kEnds; ++i) ends[i] = 0.f;
 #pragma unroll((OUT & 2) && K <= 4 ? 1 : C::FWD_STATE_UNROLL)
     for (int j = 0; j < NPG; ++j) {
       const int n = sg * NPG + j;
@@ -992,12 +1081,24 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
       float end;
       const float hin =
           ssm::ChunkScan<TW, false>(P, H, start, sDec[n], sAgg + ((n & 1) * DB + ch) * TW * 2, tw, lane, end);
-      if (tpos == TPC - 1) nxt[n] = end;
+      if constexpr (kRegEnds) {
+        const float e = __shfl_sync(ssm::kFull, end, 31);
+#pragma unroll
+        for (int i = 0; i < kEnds; ++i) ends[i] = j == lane + 32 * i ? e : ends[i];
+      } else if (tpos == TPC - 1) {
+        nxt[n] = end;
+      }
       float h = hin;
 #pragma unroll
       for (int k = 0; k < K; ++k) {
         h = fmaf(dA[k], h, bu[k]);
         y[k] = fmaf(Cn[k * TPC], h, y[k]);
+      }
+    }
+    if constexpr (kRegEnds) {
+#pragma unroll
+      for (int i = 0; i < kEnds; ++i) {
+        if (lane + 32 * i < NPG) nxt[sg * NPG + lane + 32 * i] = ends[i];
       }
     }
     if (OUT & 1) {
@@ -1019,7 +1120,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
         }
       }
       __syncthreads();
-      ssm::StoreRows<T, C>(p.y, rows + DB * RS, b, L, D, d0, tc);
+      ssm::StoreRows<T, C, kLean>(p.y, rows + DB * RS, b, L, D, d0, tc);
     }
   }
   if ((OUT & 1) && p.h_final) {
@@ -1041,6 +1142,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
   constexpr int RS = C::RS, NS = C::NS, TPC = C::TPC, NPG = C::NPG;
   constexpr long long TC = C::TC;
   constexpr SsmTscanSmem kLay = SsmTscanSmemLayout(N, DB, TW, K, SW, GATE, true);
+  constexpr bool kLean = ssm::kLeanTscan<T, C, false>;
   extern __shared__ __align__(16) float smem[];
   float* rows = smem + kLay.rows;  // delta, u, dy (, z); then du, ddelta, dz
   float* sB = smem + kLay.bc;
@@ -1092,11 +1194,11 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
     const long long tc = c * TC;
     __syncthreads();  // the previous chunk's readers are done; the initial values are visible
     if (GATE) {
-      ssm::StageRows<T, C, 4>(rows, srcs_g, b, L, D, d0, tc);
+      ssm::StageRows<T, C, 4, false, kLean>(rows, srcs_g, b, L, D, d0, tc);
     } else {
-      ssm::StageRows<T, C, 3>(rows, srcs, b, L, D, d0, tc);
+      ssm::StageRows<T, C, 3, false, kLean>(rows, srcs, b, L, D, d0, tc);
     }
-    ssm::StageBC<T, C>(sB, sC, p, b, L, tc);
+    ssm::StageBC<T, C, false, kLean>(sB, sC, p, b, L, tc);
     for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
       const long long di = d0 + i / N;
       sCk[i] = di < D ? ckpt[((b * chunks + c) * D + di) * N + i % N] : 0.f;
@@ -1258,9 +1360,9 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
       if (BIAS) kahan(dbias_acc, dbias_comp, dbias_chunk);
     }
     __syncthreads();
-    ssm::StoreRows<T, C>(p.du, rows, b, L, D, d0, tc);
-    ssm::StoreRows<T, C>(p.ddelta, rows + DB * RS, b, L, D, d0, tc);
-    if (GATE) ssm::StoreRows<T, C>(p.dz, rows + 2 * DB * RS, b, L, D, d0, tc);
+    ssm::StoreRows<T, C, kLean>(p.du, rows, b, L, D, d0, tc);
+    ssm::StoreRows<T, C, kLean>(p.ddelta, rows + DB * RS, b, L, D, d0, tc);
+    if (GATE) ssm::StoreRows<T, C, kLean>(p.dz, rows + 2 * DB * RS, b, L, D, d0, tc);
   }
   __syncthreads();
   const float* fin = sG + par * DB * N;  // q entering step 0 = d/dh0

@@ -52,6 +52,7 @@ TEST(SsmEnumerate, FamiliesAndNames) {
   EXPECT_TRUE(names.count("tscan_d8_w1_i4"));
   EXPECT_TRUE(names.count("tscan_d4_w1_i8_s2"));
   EXPECT_TRUE(names.count("tscan_d4_w1_i4_s4"));
+  EXPECT_TRUE(names.count("tscan_d8_w1_i16"));
   EXPECT_TRUE(names.count("fused_d32_s4_c8"));
   EXPECT_TRUE(names.count("fusedseg_d32_s4_c8_g256"));
   EXPECT_EQ(std::string(MainHeader(Op::kSelectiveScan)), "selective_scan.cuh");
@@ -239,6 +240,30 @@ TEST(SsmMakePlan, TscanStateGroups) {
   EXPECT_TRUE(CanImplement(*Variant::Parse("tscan_d4_w1_i4_s4"), Ssm(1, 64, 64, 8, Mode::kFwd), h200).ok());
 }
 
+// tscan_d8_w1_i16 (v4): a forward for B x D too small to fill the GPU twice (D = 256, B = 4: one
+// 256-thread block per SM): 512-step chunks, 255 registers, four states per iteration; the
+// backward (~416 live values per thread), N = 64 (shared memory) and 16-bit inputs at N = 32 are refused.
+TEST(SsmMakePlan, TscanSixteenItems) {
+  const DeviceLimits h200;
+  const Variant v = *Variant::Parse("tscan_d8_w1_i16");
+  StatusOr<LaunchPlan> plan = MakePlan(v, Ssm(4, 8192, 256, 16, Mode::kFwd), h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->launches.size(), 1u);
+  EXPECT_EQ(plan->launches[0].name_expression,
+            "selective_scan_tscan_fwd<float, 16, 8, 1, 16, 1, false, false, false, 1>");
+  EXPECT_EQ(plan->launches[0].grid, (std::array<uint32_t, 3>{32, 1, 4}));
+  EXPECT_EQ(plan->launches[0].block, (std::array<uint32_t, 3>{256, 1, 1}));
+  ASSERT_TRUE(SsmTscanPrefetch(16, 8, 1, 16, 1, false, true));  // one block per SM: two 512-step buffers fit
+  EXPECT_EQ(plan->launches[0].shared_bytes, SsmTscanSmemLayout(16, 8, 1, 16, 1, false, false, true).total * 4);
+  EXPECT_LE(plan->launches[0].shared_bytes, 227u * 1024);
+  EXPECT_EQ(CanImplement(v, Ssm(4, 8192, 256, 16, Mode::kFwdBwd), h200).code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(CanImplement(v, Ssm(4, 8192, 256, 64, Mode::kFwd), h200).code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(CanImplement(v, Ssm(4, 8192, 256, 32, Mode::kFwd, DType::kF32, true), h200).ok());
+  EXPECT_EQ(CanImplement(v, Ssm(4, 8192, 256, 32, Mode::kFwd, DType::kBF16), h200).code(),
+            StatusCode::kResourceExhausted);  // staged through registers: ptxas -v spills 20 bytes
+  EXPECT_TRUE(CanImplement(v, Ssm(4, 8192, 256, 16, Mode::kFwd, DType::kF16, true), h200).ok());
+}
+
 TEST(SsmParamLayout, MatchesTheStruct) {
   const std::vector<v1::ParamField> fields = ParamLayout(Op::kSelectiveScan);
   EXPECT_EQ(ParamSize(Op::kSelectiveScan), sizeof(SelectiveScanParams));
@@ -325,7 +350,7 @@ TEST(SsmNvrtc, OtherStatesOptionsAndFp16OnePerFamily) {
   for (const char* name : {"sequential_v1_t64_p1", "chunked_v1_t128_c128", "fused_d32_s8_c8", "fusedseg_d32_s4_c8_g256",
                            "tscan_d8_w1_i4", "tscan_d8_w1_i8", "tscan_d8_w2_i4", "tscan_d16_w1_i4", "tscan_d4_w4_i2",
                            "tscan_d4_w1_i4", "tscan_d4_w1_i8_s2", "tscan_d8_w1_i8_s2", "tscan_d4_w1_i4_s2", "tscan_d8_w1_i4_s2",
-                           "tscan_d4_w1_i4_s4", "tscan_d8_w1_i4_s4"}) {
+                           "tscan_d4_w1_i4_s4", "tscan_d8_w1_i4_s4", "tscan_d8_w1_i16"}) {
     const Variant v = *Variant::Parse(name);
     for (int n : {8, 32, 64}) requests.push_back(Request(v, DType::kBF16, n, n == 32));
     requests.push_back(Request(v, DType::kF16, 16, true));

@@ -198,7 +198,7 @@ double MaxRel(const std::vector<double>& out, const std::vector<double>& ref) {
 // The tscan kernels' index math (tests/worker/tscan_emulation.h: the kernels' shared-memory
 // layout, staging slots, warp scans, state groups, double-buffered channel reduction, chunk
 // carries, checkpoints) in float64 against the reference: every output to 1e-12, for each block
-// shape family (one / two / four warps along time, one / two / four state groups, I 2 / 4 / 8) at
+// shape family (one / two / four warps along time, one / two / four state groups, I 2 / 4 / 8 / 16) at
 // odd shapes (channels not a multiple of the block's, L not a multiple of the chunk, L = 1, one
 // chunk, many), with and without h0 and the options.
 struct EmuCase {
@@ -249,6 +249,8 @@ TEST(TscanEmulation, MatchesReferenceInFloat64) {
       {{16, 8, 1, 8, 2}, {1, 513, 17}, false, true},   {{32, 8, 1, 4, 2}, {2, 130, 8}, true, true},
       {{16, 8, 2, 4, 1}, {2, 600, 10}, true, true},    {{8, 4, 4, 2, 1}, {1, 300, 6}, false, true},
       {{16, 16, 1, 4, 1}, {2, 129, 20}, false, false}, {{64, 4, 1, 4, 2}, {1, 200, 5}, true, false},
+      {{16, 8, 1, 16, 1}, {2, 1100, 9}, true, true},   {{8, 8, 1, 16, 1}, {1, 1024, 16}, false, false},
+      {{32, 4, 1, 8, 1}, {1, 300, 7}, false, true},  // Bm/Cm staging: 4 steps per iteration < K = 8
   };
   for (const EmuCase& e : cases) CheckEmulation(e);
 }

@@ -149,7 +149,12 @@ struct TscanEmulator {
       const long long base = (b * L + tc) * s.N + tid;
       for (int r = 0; r < iters; ++r) {
         const int tl = r * step + tl0;
-        const int slot = n * NS() + (tl % s.K) * TPC() + tl / s.K;
+        // The kernel's forms (v4): a full chunk (lean kernels) takes the slot at r = 0 plus a constant
+        // per r (K and step are powers of two); a partial one the per-r formula.
+        const bool full = tc + TC() <= L;
+        const int slot = full ? n * NS() + (tl0 % s.K) * TPC() + tl0 / s.K + ((r * step) % s.K) * TPC() +
+                                    (r * step) / s.K
+                              : n * NS() + (tl % s.K) * TPC() + tl / s.K;
         const bool ok = tl < L - tc;
         sm[sB + slot] = ok ? static_cast<R>(in->Bm[base + static_cast<long long>(r) * Threads()]) : R(0);
         sm[sC + slot] = ok ? static_cast<R>(in->Cm[base + static_cast<long long>(r) * Threads()]) : R(0);
