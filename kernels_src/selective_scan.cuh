@@ -235,14 +235,17 @@ __device__ __forceinline__ void InitialState(const SelectiveScanParams& p, const
   }
 }
 
-// The segment's forward from zero (selective_scan_fwd_local, _bwd_local): its end state h and its
-// sum of delta (the segment's transition is exp(A sum)), stored to hseg and sdelta.
-template <typename T, typename C, bool BIAS, bool SOFTPLUS, bool GATE>
-__device__ __forceinline__ void SegmentFromZero(const SelectiveScanParams& p, const Where<C>& w, const Channel<C>& chn,
-                                                float (*smem)[C::BC], float (&h)[C::S], float& sum) {
-#pragma unroll
-  for (int s = 0; s < C::S; ++s) h[s] = 0.f;
-  sum = 0.f;
+// One segment from zero (selective_scan_fwd_local, _bwd_local): the forward's end state -> hseg and
+// sum of delta -> sdelta (the segment's transition is exp(A sum)); BWD also dA_{t0} g_{t0} of the
+// adjoint scanned from zero -> gseg.
+template <typename T, typename C, bool BIAS, bool SOFTPLUS, bool GATE, bool BWD>
+__device__ __forceinline__ void SegmentLocal(const SelectiveScanParams& p) {
+  __shared__ __align__(16) float smem[2][C::BC];
+  const Where<C> w(p);
+  const Channel<C> chn(p, w, BIAS);
+  const SsmWorkspace ws = SsmWorkspaceLayout(w.B, w.L, w.D, C::N, C::SEG, C::CHUNK);
+  float h[C::S] = {};
+  float sum = 0.f;
   ForEachTile<T, C, BIAS, SOFTPLUS, GATE, false, false>(
       p, w, chn.bias, smem, [&](const auto& tile, const float* sB, const float*, long long) {
 #pragma unroll
@@ -256,13 +259,28 @@ __device__ __forceinline__ void SegmentFromZero(const SelectiveScanParams& p, co
           }
         }
       });
-}
-template <typename C>
-__device__ __forceinline__ void StoreSegment(const SelectiveScanParams& p, const Where<C>& w, const SsmWorkspace& ws,
-                                             const float (&h)[C::S], float sum) {
+  float g[C::S] = {};  // dA_{t+1} g_{t+1} entering step t
+  if constexpr (BWD) {
+    ForEachTile<T, C, BIAS, SOFTPLUS, GATE, true, true>(
+        p, w, chn.bias, smem, [&](const auto& tile, const float*, const float* sC, long long) {
+#pragma unroll
+          for (int i = C::CHUNK - 1; i >= 0; --i) {
+            const float dyg = GATE ? tile.dy[i] * tile.z[i] * Sigmoid(tile.z[i]) : tile.dy[i];
+#pragma unroll
+            for (int s = 0; s < C::S; ++s) {
+              const float dA = Ex2(tile.dl[i] * chn.A2[s]);
+              g[s] = dA * fmaf(sC[i * C::N + w.sub * C::S + s], dyg, g[s]);
+            }
+          }
+        });
+  }
+  if (!w.valid) return;
   float* wsf = static_cast<float*>(p.workspace);
 #pragma unroll
-  for (int s = 0; s < C::S; ++s) wsf[ws.hseg + w.SegState(s)] = h[s];
+  for (int s = 0; s < C::S; ++s) {
+    wsf[ws.hseg + w.SegState(s)] = h[s];
+    if (BWD) wsf[ws.gseg + w.SegState(s)] = g[s];
+  }
   if (w.sub == 0) wsf[ws.sdelta + (w.b * w.segs + w.seg) * w.D + w.d] = sum;
 }
 
@@ -275,14 +293,7 @@ __device__ __forceinline__ void StoreSegment(const SelectiveScanParams& p, const
 // Segment-local forward from zero: end state -> hseg, sum of delta -> sdelta.
 SSM_TEMPLATE
 __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_local(SelectiveScanParams p) {
-  using C = SSM_CFG;
-  __shared__ __align__(16) float smem[2][C::BC];
-  const ssm::Where<C> w(p);
-  const ssm::Channel<C> chn(p, w, BIAS);
-  const SsmWorkspace ws = SsmWorkspaceLayout(w.B, w.L, w.D, N, SEG, CHUNK);
-  float h[C::S], sum;
-  ssm::SegmentFromZero<T, C, BIAS, SOFTPLUS, GATE>(p, w, chn, smem, h, sum);
-  if (w.valid) ssm::StoreSegment<C>(p, w, ws, h, sum);
+  ssm::SegmentLocal<T, SSM_CFG, BIAS, SOFTPLUS, GATE, false>(p);
 }
 
 namespace ssm {
@@ -381,31 +392,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_main(Sele
 // sdelta) and dA_{t0} * g_{t0} of the adjoint scanned from zero (gseg).
 SSM_TEMPLATE
 __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_local(SelectiveScanParams p) {
-  using C = SSM_CFG;
-  __shared__ __align__(16) float smem[2][C::BC];
-  const ssm::Where<C> w(p);
-  const ssm::Channel<C> chn(p, w, BIAS);
-  const SsmWorkspace ws = SsmWorkspaceLayout(w.B, w.L, w.D, N, SEG, CHUNK);
-  float h[C::S], sum;
-  ssm::SegmentFromZero<T, C, BIAS, SOFTPLUS, GATE>(p, w, chn, smem, h, sum);
-  float g[C::S] = {};  // dA_{t+1} g_{t+1} entering step t
-  ssm::ForEachTile<T, C, BIAS, SOFTPLUS, GATE, true, true>(
-      p, w, chn.bias, smem, [&](const auto& tile, const float*, const float* sC, long long) {
-#pragma unroll
-        for (int i = CHUNK - 1; i >= 0; --i) {
-          const float dyg = GATE ? tile.dy[i] * tile.z[i] * ssm::Sigmoid(tile.z[i]) : tile.dy[i];
-#pragma unroll
-          for (int s = 0; s < C::S; ++s) {
-            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
-            g[s] = dA * fmaf(sC[i * N + w.sub * C::S + s], dyg, g[s]);
-          }
-        }
-      });
-  if (!w.valid) return;
-  ssm::StoreSegment<C>(p, w, ws, h, sum);
-  float* wsf = static_cast<float*>(p.workspace);
-#pragma unroll
-  for (int s = 0; s < C::S; ++s) wsf[ws.gseg + w.SegState(s)] = g[s];
+  ssm::SegmentLocal<T, SSM_CFG, BIAS, SOFTPLUS, GATE, true>(p);
 }
 
 SSM_TEMPLATE
