@@ -45,6 +45,26 @@ __device__ __forceinline__ float Ex2(float x) {
   return y;
 }
 
+// exp(x) to about 1 ulp without MUFU: Cody-Waite reduction by ln 2, a
+// degree-7 Taylor polynomial on |r| <= ln(2)/2 (truncation 5e-9), the
+// exponent added to the bits (x clamped to [-86, 88]: 2^-124 .. 2^127).
+__device__ __forceinline__ float ExpAccurate(float x) {
+  x = fminf(fmaxf(x, -86.f), 88.f);
+  const float j = fmaf(x, 1.44269504f, 12582912.f);  // 1.5 * 2^23 + rint(x log2 e)
+  const float m = j - 12582912.f;
+  float r = fmaf(m, -0.693145751953125f, x);
+  r = fmaf(m, -1.42860682e-6f, r);
+  float q = 1.f / 5040.f;
+  q = fmaf(q, r, 1.f / 720.f);
+  q = fmaf(q, r, 1.f / 120.f);
+  q = fmaf(q, r, 1.f / 24.f);
+  q = fmaf(q, r, 1.f / 6.f);
+  q = fmaf(q, r, 0.5f);
+  q = fmaf(q, r, 1.f);
+  q = fmaf(q, r, 1.f);
+  return __int_as_float(__float_as_int(q) + (__float_as_int(j) << 23));
+}
+
 template <typename T>
 __device__ __forceinline__ float Ld(const void* p, long long i) {
   return scan::ToFloat(static_cast<const T*>(p)[i]);
@@ -219,6 +239,20 @@ struct Channel {
   }
 };
 
+// exp(delta A) of one step of the state-blocked families. Where one segment spans the
+// whole sequence (sequential, fused: SEG 0) up to L of these factors multiply into a
+// state, and ex2.approx's one-signed error compounds: dA missed 1e-5 at L = 8192
+// (bench/NOTES.md, session 4). Those take the accurate exp; time segments (chunked,
+// fusedseg) restart from exact carries and keep the one-MUFU Ex2.
+template <typename C>
+__device__ __forceinline__ float StepDecay(const Channel<C>& chn, int s, float dl) {
+  if constexpr (C::SEG == 0) {
+    return ExpAccurate(dl * chn.A[s]);
+  } else {
+    return Ex2(dl * chn.A2[s]);
+  }
+}
+
 template <typename C>
 __device__ __forceinline__ void InitialState(const SelectiveScanParams& p, const Where<C>& w, const SsmWorkspace& ws,
                                              float (&h)[C::S]) {
@@ -254,7 +288,7 @@ __device__ __forceinline__ void SegmentLocal(const SelectiveScanParams& p) {
           sum += tile.dl[i];
 #pragma unroll
           for (int s = 0; s < C::S; ++s) {
-            const float dA = Ex2(tile.dl[i] * chn.A2[s]);
+            const float dA = StepDecay(chn, s, tile.dl[i]);
             h[s] = fmaf(dA, h[s], x * sB[i * C::N + w.sub * C::S + s]);
           }
         }
@@ -268,7 +302,7 @@ __device__ __forceinline__ void SegmentLocal(const SelectiveScanParams& p) {
             const float dyg = GATE ? tile.dy[i] * tile.z[i] * Sigmoid(tile.z[i]) : tile.dy[i];
 #pragma unroll
             for (int s = 0; s < C::S; ++s) {
-              const float dA = Ex2(tile.dl[i] * chn.A2[s]);
+              const float dA = StepDecay(chn, s, tile.dl[i]);
               g[s] = dA * fmaf(sC[i * C::N + w.sub * C::S + s], dyg, g[s]);
             }
           }
@@ -368,7 +402,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_fwd_main(Sele
 #pragma unroll
           for (int s = 0; s < C::S; ++s) {
             const int n = w.sub * C::S + s;
-            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
+            const float dA = ssm::StepDecay(chn, s, tile.dl[i]);
             h[s] = fmaf(dA, h[s], x * sB[i * N + n]);
             acc = fmaf(sC[i * N + n], h[s], acc);
           }
@@ -428,7 +462,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
           const float x = tile.dl[i] * tile.u[i];
 #pragma unroll
           for (int s = 0; s < S; ++s) {
-            const float dA = ssm::Ex2(tile.dl[i] * chn.A2[s]);
+            const float dA = ssm::StepDecay(chn, s, tile.dl[i]);
             h[s] = fmaf(dA, h[s], x * sB[i * N + w.sub * S + s]);
           }
         }
@@ -462,7 +496,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
 #pragma unroll
           for (int s = 0; s < S; ++s) {
             const float bn = ssm::Ld<T>(p.Bm, w.Token(t) * N + w.sub * S + s);
-            h_start[s] = fmaf(ssm::Ex2(dl * chn.A2[s]), h_start[s], x * bn);
+            h_start[s] = fmaf(ssm::StepDecay(chn, s, dl), h_start[s], x * bn);
           }
         }
 #pragma unroll
@@ -470,7 +504,7 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
           const float x = tile.dl[i] * tile.u[i];
 #pragma unroll
           for (int s = 0; s < S; ++s) {
-            dAs[i][s] = ssm::Ex2(tile.dl[i] * chn.A2[s]);
+            dAs[i][s] = ssm::StepDecay(chn, s, tile.dl[i]);
             hs[i][s] = fmaf(dAs[i][s], i ? hs[i - 1][s] : h_start[s], x * sB[i * N + w.sub * S + s]);
           }
         }
@@ -625,25 +659,6 @@ namespace ssm {
 
 constexpr unsigned kFull = 0xffffffffu;
 
-// exp(x) to about 1 ulp without MUFU: Cody-Waite reduction by ln 2, a
-// degree-7 Taylor polynomial on |r| <= ln(2)/2 (truncation 5e-9), the
-// exponent added to the bits (x clamped to [-86, 88]: 2^-124 .. 2^127).
-__device__ __forceinline__ float ExpAccurate(float x) {
-  x = fminf(fmaxf(x, -86.f), 88.f);
-  const float j = fmaf(x, 1.44269504f, 12582912.f);  // 1.5 * 2^23 + rint(x log2 e)
-  const float m = j - 12582912.f;
-  float r = fmaf(m, -0.693145751953125f, x);
-  r = fmaf(m, -1.42860682e-6f, r);
-  float q = 1.f / 5040.f;
-  q = fmaf(q, r, 1.f / 720.f);
-  q = fmaf(q, r, 1.f / 120.f);
-  q = fmaf(q, r, 1.f / 24.f);
-  q = fmaf(q, r, 1.f / 6.f);
-  q = fmaf(q, r, 0.5f);
-  q = fmaf(q, r, 1.f);
-  q = fmaf(q, r, 1.f);
-  return __int_as_float(__float_as_int(q) + (__float_as_int(j) << 23));
-}
 
 // fp32 inputs are staged by cp.async (4 bytes, zero-filled outside the sequence or the channels):
 // the forward copies the next chunk while the current one computes (no registers held).

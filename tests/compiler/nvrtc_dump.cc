@@ -2,7 +2,10 @@
 // cubin and NVRTC log (with the ptxas register/spill report) to a directory,
 // for cuobjdump --dump-sass / nvdisasm. Not a test; no GPU needed.
 //   scantune_nvrtc_dump OUT_DIR DTYPE VARIANT... (DTYPE: fp32|bf16|fp16)
+// The operator is linear_scan unless SCANTUNE_OP names another (rglru, samu,
+// selective_scan; selective_scan at N = 16, no options).
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -19,6 +22,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", dtype.status().ToString().c_str());
     return 2;
   }
+  scantune::Op op = scantune::Op::kLinearScan;
+  if (const char* name = std::getenv("SCANTUNE_OP"); name != nullptr) {
+    auto parsed = scantune::ParseOp(name);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "%s\n", parsed.status().ToString().c_str());
+      return 2;
+    }
+    op = *parsed;
+  }
   scantune::NvrtcCompiler compiler;
   int failures = 0;
   for (int i = 3; i < argc; ++i) {
@@ -30,6 +42,7 @@ int main(int argc, char** argv) {
     }
     scantune::CompileRequest request;
     request.variant = *variant;
+    request.op = op;
     request.dtype = *dtype;
     auto result = compiler.Compile(request);
     if (!result.ok()) {
