@@ -447,4 +447,58 @@ __device__ __forceinline__ void LookBackPacked(const unsigned long long* w1, con
   }
 }
 
+// LookBackPacked reading W predecessors per round trip: each channel loads the
+// words of tiles k-1 .. k-W at once and composes them in order up to the first
+// inclusive state, or up to the first tile that has published nothing yet
+// (from which its next round starts). Where several predecessors hold only
+// aggregates (the tiles of a wave, which start together) it needs one round
+// trip per W of them instead of one per tile. Each channel keeps its own
+// position; a position past tile 0 is never composed (tile 0 is inclusive).
+template <int VEC, int STRIP, int W>
+__device__ __forceinline__ void LookBackPackedWindow(const unsigned long long* w1, const unsigned long long* w2,
+                                                     long long first, long long tile, int lane_c, unsigned tag,
+                                                     float (&carry)[VEC]) {
+  float accA[VEC], accH[VEC];
+  Fill(accA, 1.0f);
+  Fill(accH, 0.0f);
+  long long next[VEC];  // each channel's nearest predecessor not composed yet
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) next[j] = tile - 1;
+  constexpr unsigned kAll = (1u << VEC) - 1u;
+  unsigned done = 0;
+  while (done != kAll) {
+    unsigned long long a[W][VEC], h[W][VEC];
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const long long k = next[j] - i < 0 ? 0 : next[j] - i;
+        const long long s = (first + k) * STRIP + lane_c + j;
+        a[i][j] = LoadWord(w1 + s);
+        h[i][j] = LoadWord(w2 + s);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      if (done >> j & 1u) continue;
+      bool stop = false;
+#pragma unroll
+      for (int i = 0; i < W; ++i) {
+        if (stop) continue;
+        if (FlagOf(a[i][j]) == tag + kFlagInclusive) {
+          carry[j] = fmaf(accA[j], ValueOf(a[i][j]), accH[j]);
+          done |= 1u << j;
+          stop = true;
+        } else if (FlagOf(a[i][j]) == tag + kFlagAggregate && FlagOf(h[i][j]) == tag + kFlagAggregate) {
+          accH[j] = fmaf(accA[j], ValueOf(h[i][j]), accH[j]);
+          accA[j] *= ValueOf(a[i][j]);
+          --next[j];
+        } else {
+          stop = true;  // not published yet: the next round starts here
+        }
+      }
+    }
+  }
+}
+
 }  // namespace scan
