@@ -142,7 +142,7 @@ SmemGeometry GeometrySmem(const Variant& v, const Shape& s, DType dtype) {
   const uint64_t n = static_cast<uint64_t>(g.blocks);
   g.zero_bytes = RoundUp(kLookbackHeaderBytes + 4 * n, 256);
   g.workspace_bytes = g.zero_bytes + n * static_cast<uint64_t>(v.strip) * (sizeof(float) * 2 + sizeof(float));
-  if ((v.algorithm == Algorithm::kLookbackSmem && v.order >= 2) || v.algorithm == Algorithm::kLookbackPipe) {
+  if ((v.algorithm == Algorithm::kLookbackSmem && v.order == 2) || v.algorithm == Algorithm::kLookbackPipe) {
     // Packed look-back: the header, then two u64 words per tile and channel, all zero once.
     g.zero_bytes = RoundUp(kLookbackHeaderBytes + n * static_cast<uint64_t>(v.strip) * 2 * sizeof(uint64_t), 256);
     g.workspace_bytes = g.zero_bytes;
@@ -249,9 +249,8 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
         const int segments = threads / lanes;
         if (segments > kMaxSmemSegments || tile % segments != 0 || tile / segments < kMinSmemSteps) continue;
         // order 1: tiles in block-index order, no ticket atomic at the block's start;
-        // order 2: also the packed look-back (no fences, the flag travels with each value);
-        // order 3: also two predecessors per look-back round trip
-        for (int order : {0, 1, 2, 3}) {
+        // order 2: also the packed look-back (no fences, the flag travels with each value)
+        for (int order : {0, 1, 2}) {
           variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = vec, .threads = threads, .strip = strip,
                               .tile = tile, .order = order});
         }
@@ -336,9 +335,6 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       RETURN_IF_ERROR(CheckCommonKnobs(v, device));
       if (v.vec < 2) {
         return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8} (" + family + ")");
-      }
-      if (!pipe && (v.order < 0 || v.order > 3)) {
-        return InvalidArgument("order " + std::to_string(v.order) + " not in [0, 3] (" + family + ")");
       }
       if (pipe && (v.blocks_per_sm < 1 || v.blocks_per_sm > kMaxPipeBlocksPerSm)) {
         return InvalidArgument("blocks per SM " + std::to_string(v.blocks_per_sm) + " not in [1, " +

@@ -163,11 +163,10 @@ __device__ __forceinline__ void StageSmemTile(const LinearScanParams& p, const S
 // shared memory must __syncthreads() first.
 // `tag` is the launch's epoch tag; with `epoch_header` (thread 0 of a kernel
 // using launch epochs) the block arrives once its look-back is over.
-// kWindow > 1 (with kPacked): LookBackPackedWindow, kWindow predecessors per round trip.
 // kPacked: publish and look back through packed words (LookBackPacked), each
 // row thread for its own channels, with no fence and no block flag.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int kPendingAfterH,
-          bool kPacked = false, int kWindow = 1>
+          bool kPacked = false>
 __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const SmemTileIndex& x, const T* s_in,
                                              float* s_A, float* s_H, float* s_carry, unsigned tag = 0,
                                              unsigned* epoch_header = nullptr) {
@@ -305,11 +304,7 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
         StoreWord(w1 + slot + j, PackWord(tA[j], tag + kFlagAggregate));
         StoreWord(w2 + slot + j, PackWord(tH[j], tag + kFlagAggregate));
       }
-      if constexpr (kWindow > 1) {
-        LookBackPackedWindow<VEC, STRIP, kWindow>(w1, w2, seq * tiles, tile, lane * VEC, tag, carry);
-      } else {
-        LookBackPacked<VEC, STRIP>(w1, w2, seq * tiles, tile, lane * VEC, tag, carry);
-      }
+      LookBackPacked<VEC, STRIP>(w1, w2, seq * tiles, tile, lane * VEC, tag, carry);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         StoreWord(w1 + slot + j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
@@ -456,11 +451,7 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
 //    its block index, which saves the ticket's round trip before the loads
 //    start and relies on blocks being dispatched in index order, as CUB's
 //    single-pass scans do; ORDER 2: as 1, with the packed look-back
-//    (scan_common.cuh, LookBackPacked; workspace laid out as it says);
-//    ORDER 3: as 2, reading kOrder3Window (4) predecessors per round trip
-//    (LookBackPackedWindow).
-constexpr int kOrder3Window = 4;
-
+//    (scan_common.cuh, LookBackPacked; workspace laid out as it says).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int ORDER>
 __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
@@ -493,8 +484,8 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   CpAsyncWait<kBackward ? 1 : 0>();
   __syncthreads();
   const unsigned tag = s_ticket[1];
-  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0, (ORDER >= 2), (ORDER == 3 ? kOrder3Window : 1)>(
-      p, x, s_in, s_A, s_H, s_carry, tag, threadIdx.x == 0 ? header : nullptr);
+  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0, ORDER == 2>(p, x, s_in, s_A, s_H, s_carry, tag,
+                                                                      threadIdx.x == 0 ? header : nullptr);
 }
 
 // f) lookbackpipe: e) made persistent and double-buffered. A grid of at most

@@ -252,13 +252,6 @@ TEST(MakePlan, Workspaces) {
   EXPECT_EQ(packed->workspace_bytes, packed->workspace_zero_bytes);
   EXPECT_TRUE(packed->workspace_zero_once);
   EXPECT_EQ(packed->launches[0].name_expression, "linear_scan_fwd_lookbacksmem<__nv_bfloat16, 4, 128, 64, 256, 2>");
-  // _o3 (windowed packed look-back): the same workspace as _o2; orders past 3 are refused.
-  StatusOr<LaunchPlan> window = MakePlan(Parsed("lookbacksmem_v4_t128_c64_i256_o3"), p, h200);
-  ASSERT_TRUE(window.ok());
-  EXPECT_EQ(window->workspace_bytes, packed->workspace_bytes);
-  EXPECT_TRUE(window->workspace_zero_once);
-  EXPECT_EQ(window->launches[1].name_expression, "linear_scan_bwd_lookbacksmem<__nv_bfloat16, 4, 128, 64, 256, 3>");
-  EXPECT_EQ(CanImplement(Parsed("lookbacksmem_v4_t128_c64_i256_o4"), p, h200).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(MakePlan, LookbackPipeGridAndSharedMemory) {
