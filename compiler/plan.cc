@@ -336,6 +336,9 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       if (v.vec < 2) {
         return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8} (" + family + ")");
       }
+      if (!pipe && (v.order < 0 || v.order > 2)) {
+        return InvalidArgument("order " + std::to_string(v.order) + " not in [0, 2] (" + family + ")");
+      }
       if (pipe && (v.blocks_per_sm < 1 || v.blocks_per_sm > kMaxPipeBlocksPerSm)) {
         return InvalidArgument("blocks per SM " + std::to_string(v.blocks_per_sm) + " not in [1, " +
                                std::to_string(kMaxPipeBlocksPerSm) + "]");
