@@ -302,6 +302,10 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
     }
     case Algorithm::kLookback: {
       RETURN_IF_ERROR(CheckCommonKnobs(v, device));
+      // The `_o` knob orders the gated operators' lookback kernels; linear_scan's has one order.
+      if (v.order != 0) {
+        return InvalidArgument("order " + std::to_string(v.order) + " not 0 (linear_scan lookback)");
+      }
       if (v.segments < 1 || v.threads % v.segments != 0) {
         return InvalidArgument("segments " + std::to_string(v.segments) + " must divide threads " +
                                std::to_string(v.threads));

@@ -253,6 +253,7 @@ TEST(MakePlan, Workspaces) {
   EXPECT_TRUE(packed->workspace_zero_once);
   EXPECT_EQ(packed->launches[0].name_expression, "linear_scan_fwd_lookbacksmem<__nv_bfloat16, 4, 128, 64, 256, 2>");
   EXPECT_EQ(CanImplement(Parsed("lookbacksmem_v4_t128_c64_i256_o3"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("lookback_v4_t256_s8_i8_o2"), p, h200).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(MakePlan, LookbackPipeGridAndSharedMemory) {
