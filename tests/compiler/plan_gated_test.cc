@@ -40,6 +40,13 @@ Problem MakeProblem(Op op, Shape shape, DType dtype = DType::kBF16, Mode mode = 
   return p;
 }
 
+// The plan's kernels, in launch order.
+std::vector<std::string> LaunchNames(const LaunchPlan& plan) {
+  std::vector<std::string> names;
+  for (const Launch& l : plan.launches) names.push_back(l.name_expression);
+  return names;
+}
+
 Variant Parsed(const char* name) {
   StatusOr<Variant> v = Variant::Parse(name);
   EXPECT_TRUE(v.ok()) << name;
@@ -289,9 +296,7 @@ TEST(GatedPlan, HeldGeometry) {
   EXPECT_TRUE(CanImplement(Parsed("lookback_v2_t256_s8_i8"), wide_samu, h200).ok());
   StatusOr<LaunchPlan> samu = MakePlan(Parsed("lookback_v2_t256_s8_i8"), MakeProblem(Op::kSamu, {4, 2048, 2048}), h200);
   ASSERT_TRUE(samu.ok()) << samu.status().ToString();
-  std::vector<std::string> names;
-  for (const Launch& l : samu->launches) names.push_back(l.name_expression);
-  EXPECT_EQ(names, (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
+  EXPECT_EQ(LaunchNames(*samu), (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
                                              "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 64, 0>",
                                              "samu_bwd_held<__nv_bfloat16, 2, 256, 64, 64, 0>",
                                              "samu_bwd_fixup_fast<__nv_bfloat16, 64, 64, 0>",
@@ -305,9 +310,7 @@ TEST(GatedPlan, PackedOrderGeometry) {
   StatusOr<LaunchPlan> plan =
       MakePlan(Parsed("lookback_v2_t256_s8_i16_o2"), MakeProblem(Op::kSamu, {4, 2048, 2048}), h200);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  std::vector<std::string> names;
-  for (const Launch& l : plan->launches) names.push_back(l.name_expression);
-  EXPECT_EQ(names, (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
+  EXPECT_EQ(LaunchNames(*plan), (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
                                              "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 2>",
                                              "samu_bwd_held<__nv_bfloat16, 2, 256, 64, 128, 2>",
                                              "samu_bwd_fixup_fast<__nv_bfloat16, 64, 128, 2>",
@@ -345,9 +348,7 @@ TEST(GatedPlan, FusedGeometry) {
   const Problem samu = MakeProblem(Op::kSamu, {4, 2048, 2048});
   StatusOr<LaunchPlan> plan = MakePlan(Parsed("fused_d64_s8_c128"), samu, h200);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  std::vector<std::string> names;
-  for (const Launch& l : plan->launches) names.push_back(l.name_expression);
-  EXPECT_EQ(names, (std::vector<std::string>{"samu_fwd_fused<__nv_bfloat16, 2, 256, 64, 128>",
+  EXPECT_EQ(LaunchNames(*plan), (std::vector<std::string>{"samu_fwd_fused<__nv_bfloat16, 2, 256, 64, 128>",
                                              "samu_bwd_fused<__nv_bfloat16, 2, 256, 64, 128>",
                                              "samu_bwd_finalize<__nv_bfloat16, 64, 128>"}));
   EXPECT_EQ(plan->launches[0].grid[0], 2048u / 64);  // strips
