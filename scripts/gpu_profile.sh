@@ -6,6 +6,7 @@
 # its report of the first COUNT launches whose names match KERNEL_REGEX (the
 # verification launches). Clocks are left alone. Reports land in $OUT as
 # ncu_<n>.txt, the bench output as bench_<n>.txt, a digest in ncu_digest.txt.
+# SCANTUNE_NCU_EXTRA adds ncu flags (e.g. "--section InstructionStats --section SourceCounters").
 #   device.run carry=[".bundle"] command="bash scripts/gpu_profile.sh 'linear_scan|bf16|4x2048x2048|fwd|lookbacksmem_v4_t128_c64_i256|linear_scan_fwd|1'"
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -18,7 +19,7 @@ for job in "$@"; do
   rm -f /tmp/scantune-prof$n.db*
   timeout 150 "$ncu" --target-processes all --clock-control none --kernel-name "regex:$regex" --launch-count "$count" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-    --section LaunchStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+    --section LaunchStats --section SchedulerStats --section ComputeWorkloadAnalysis ${SCANTUNE_NCU_EXTRA:-} \
     "$bin/server/scantuned" --listen $sock --db /tmp/scantune-prof$n.db --enable-benchmark --candidate-timeout-s 600 \
     >"$out/ncu_$n.txt" 2>&1 &
   daemon=$!
@@ -32,7 +33,7 @@ for job in "$@"; do
   {
     echo "=== job $n: $job"
     tail -3 "$out/bench_$n.txt"
-    grep -E "\(.*\)x\(.*\), Context|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|Active Warps Per|Eligible Warps|Registers Per|Dynamic Shared|Block Limit (Reg|Shared)|L2 Hit|L1/TEX Hit" "$out/ncu_$n.txt"
+    grep -E "\(.*\)x\(.*\), Context|Duration|Executed Instructions  |DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Issue Slots Busy|No Eligible|Active Warps Per|Eligible Warps|Registers Per|Dynamic Shared|Block Limit (Reg|Shared)|L2 Hit|L1/TEX Hit" "$out/ncu_$n.txt"
     grep -E "^ +(OPT|WRN|INF) +.*(stall|Stall|cycles|waiting)" -A3 "$out/ncu_$n.txt" | head -40
   } >>"$out/ncu_digest.txt"
 done
