@@ -58,6 +58,18 @@ constexpr std::pair<int, int> kSmemStripTiles[] = {{64, 128}, {64, 256}, {128, 6
 // than this leave the segments too short to amortise it.
 constexpr int kMaxSmemSegments = 16;
 constexpr int kMinSmemSteps = 8;
+// Order 3 (the forward stages each warp's rows itself in kWarpStagingGroups
+// cp.async groups and scans each as it lands; kernels_src/linear_scan_smem.cuh,
+// WarpStaging): only at the four (threads, strip, tile) points that were
+// tuned with order 2 in session 4 (bench/NOTES.md).
+constexpr int kWarpStagingGroups = 4;
+struct SmemPoint {
+  int threads, strip, tile;
+};
+constexpr SmemPoint kWarpStagedPoints[] = {{128, 64, 256}, {256, 64, 256}, {256, 128, 128}, {128, 32, 512}};
+// Order 4: order 2 with only order 3's register bound on the forward (no
+// spill), so that a GPU run tells the two changes of order 3 apart.
+constexpr SmemPoint kRegisterBoundPoints[] = {{128, 64, 256}, {256, 64, 256}};
 
 // lookbackpipe: {threads, strip, tile, blocks per SM (at most)}, all vec 4.
 // bf16 per block: two buffers of 2 (fwd) / 3 (bwd) x strip x tile x 2 B.
@@ -142,7 +154,7 @@ SmemGeometry GeometrySmem(const Variant& v, const Shape& s, DType dtype) {
   const uint64_t n = static_cast<uint64_t>(g.blocks);
   g.zero_bytes = RoundUp(kLookbackHeaderBytes + 4 * n, 256);
   g.workspace_bytes = g.zero_bytes + n * static_cast<uint64_t>(v.strip) * (sizeof(float) * 2 + sizeof(float));
-  if ((v.algorithm == Algorithm::kLookbackSmem && v.order == 2) || v.algorithm == Algorithm::kLookbackPipe) {
+  if ((v.algorithm == Algorithm::kLookbackSmem && v.order >= 2) || v.algorithm == Algorithm::kLookbackPipe) {
     // Packed look-back: the header, then two u64 words per tile and channel, all zero once.
     g.zero_bytes = RoundUp(kLookbackHeaderBytes + n * static_cast<uint64_t>(v.strip) * 2 * sizeof(uint64_t), 256);
     g.workspace_bytes = g.zero_bytes;
@@ -176,6 +188,22 @@ Status CheckCommonKnobs(const Variant& v, const DeviceLimits& device) {
   if (v.threads > device.max_threads_per_block) {
     return ResourceExhausted("threads " + std::to_string(v.threads) + " exceed the device's " +
                              std::to_string(device.max_threads_per_block) + " per block");
+  }
+  return Status::Ok();
+}
+
+// Mirrors WarpStaging's static_asserts (kernels_src/linear_scan_smem.cuh):
+// a warp holds whole segments, copies whole 16-byte-chunked rows per pass,
+// and each of the groups is whole passes of the warp.
+Status CheckWarpStaging(const Variant& v, int lanes, int segments, DType dtype) {
+  const int64_t per_row = int64_t{v.strip} * ElementBytes(dtype) / 16;
+  const int steps = v.tile / segments;
+  if (lanes > 32 || per_row > 32 || 32 % per_row != 0 || steps % kWarpStagingGroups != 0 ||
+      (steps / kWarpStagingGroups) % (32 / per_row) != 0) {
+    return InvalidArgument("order 3 stages whole rows per warp in " + std::to_string(kWarpStagingGroups) +
+                           " groups: needs strip / vec <= 32 lanes, 16-byte chunks per strip row dividing 32, and " +
+                           std::to_string(steps) + " steps per thread a multiple of " +
+                           std::to_string(kWarpStagingGroups) + " x (32 / chunks per row)");
   }
   return Status::Ok();
 }
@@ -256,6 +284,14 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
         }
       }
     }
+  }
+  for (const SmemPoint& k : kWarpStagedPoints) {
+    variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
+                        .tile = k.tile, .order = 3});
+  }
+  for (const SmemPoint& k : kRegisterBoundPoints) {
+    variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
+                        .tile = k.tile, .order = 4});
   }
   for (const PipeKnobs& k : kPipeVariants) {
     variants.push_back({.algorithm = Algorithm::kLookbackPipe, .vec = kPipeVec, .threads = k.threads, .strip = k.strip,
@@ -340,8 +376,8 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       if (v.vec < 2) {
         return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8} (" + family + ")");
       }
-      if (!pipe && (v.order < 0 || v.order > 2)) {
-        return InvalidArgument("order " + std::to_string(v.order) + " not in [0, 2] (" + family + ")");
+      if (!pipe && (v.order < 0 || v.order > 4)) {
+        return InvalidArgument("order " + std::to_string(v.order) + " not in [0, 4] (" + family + ")");
       }
       if (pipe && (v.blocks_per_sm < 1 || v.blocks_per_sm > kMaxPipeBlocksPerSm)) {
         return InvalidArgument("blocks per SM " + std::to_string(v.blocks_per_sm) + " not in [1, " +
@@ -366,6 +402,7 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
         return InvalidArgument("tile " + std::to_string(v.tile) + " must be in [1, 4096] and a multiple of the " +
                                std::to_string(segments) + " segments");
       }
+      if (!pipe && v.order == 3) RETURN_IF_ERROR(CheckWarpStaging(v, lanes, segments, problem.dtype));
       const SmemGeometry g = GeometrySmem(v, s, problem.dtype);
       const int64_t shared = std::max(HasFwd(problem.mode) ? g.fwd_shared : 0, HasBwd(problem.mode) ? g.bwd_shared : 0);
       if (shared > device.max_shared_per_block) {

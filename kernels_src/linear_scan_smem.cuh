@@ -50,6 +50,20 @@ template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+// CpAsyncWait with the count known only after unrolling (a constant there:
+// the switch folds); at most 7 groups pending.
+__device__ __forceinline__ void CpAsyncWaitPending(int n) {
+  switch (n) {
+    case 0: CpAsyncWait<0>(); break;
+    case 1: CpAsyncWait<1>(); break;
+    case 2: CpAsyncWait<2>(); break;
+    case 3: CpAsyncWait<3>(); break;
+    case 4: CpAsyncWait<4>(); break;
+    case 5: CpAsyncWait<5>(); break;
+    case 6: CpAsyncWait<6>(); break;
+    default: CpAsyncWait<7>(); break;
+  }
+}
 
 template <typename T, int THREADS, int STRIP, int TILE, bool kBackward>
 struct SmemLayout {
@@ -57,6 +71,14 @@ struct SmemLayout {
   static constexpr int kChunkElts = 16 / int(sizeof(T));
   static constexpr int kTileBytes = kIn * TILE * STRIP * int(sizeof(T));
 };
+
+// Every staged row of the tile is a real timestep (t - shift in [0, L)), the
+// whole strip lies inside W and rows are 16-byte aligned: the unchecked paths.
+template <int STRIP, int TILE>
+__device__ __forceinline__ bool InteriorTile(const LinearScanParams& p, long long c_strip, long long base, int shift,
+                                             bool chunks_aligned) {
+  return chunks_aligned && base >= shift && base + TILE <= p.length && c_strip + STRIP <= p.width;
+}
 
 // Copies rows [0, TILE) of input `k` (time of row r: base + r; `shift`: the
 // source row is t - shift, valid for t - shift >= 0) into dst[TILE][STRIP].
@@ -75,7 +97,7 @@ __device__ __forceinline__ void StageInput(T* dst, const T* __restrict__ src, co
     // pointer add and one LDGSTS (shared offset an immediate) per chunk.
     constexpr int kRowsPerPass = THREADS / kPerRow;
     constexpr int kPasses = kChunks / THREADS;
-    if (chunks_aligned && base >= shift && base + TILE <= p.length && c_strip + STRIP <= p.width) {
+    if (InteriorTile<STRIP, TILE>(p, c_strip, base, shift, chunks_aligned)) {
       const int r0 = int(threadIdx.x) / kPerRow;
       const int cc = (int(threadIdx.x) % kPerRow) * kE;
       const T* g = src + ((b * p.length + base + r0 - shift) * p.width + c_strip + cc);
@@ -155,6 +177,64 @@ __device__ __forceinline__ void StageSmemTile(const LinearScanParams& p, const S
   }
 }
 
+// ORDER 3, forward: warp-local staging in kGroups cp.async groups. Thread
+// (seg, lane) reads staged rows seg * kSteps + [0, kSteps), so warp w (its
+// kSegsPerWarp segments) reads rows [w, w + 1) x kSegsPerWarp * kSteps only: it
+// stages exactly those rows itself, group g holding steps [g, g + 1) x
+// kGroupSteps of each of its segments (a and x). Each thread then waits for
+// its own copies of group g (cp.async.wait_group kGroups - 1 - g) and the
+// warp syncs (its lanes' copies) before composing those steps: no block
+// barrier between staging and scan, and the first steps are composed while
+// the later groups are still in flight. Lane l copies column chunk
+// l % kPerRow of rows l / kPerRow + k x kRowsPerPass of each group.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+struct WarpStaging {
+  static constexpr int kLanes = STRIP / VEC;
+  static constexpr int kSegs = THREADS / kLanes;
+  static constexpr int kSteps = TILE / kSegs;
+  static constexpr int kSegsPerWarp = 32 / kLanes;
+  static constexpr int kPerRow = STRIP * int(sizeof(T)) / 16;  // 16-byte chunks per staged row
+  static constexpr int kRowsPerPass = 32 / kPerRow;
+  static constexpr int kGroups = 4;
+  static constexpr int kGroupSteps = kSteps / kGroups;
+  static constexpr int kPasses = kSegsPerWarp * kGroupSteps / kRowsPerPass;  // per input and group
+  static_assert(kLanes <= 32 && 32 % kLanes == 0, "a warp must hold whole segments");
+  static_assert(kPerRow <= 32 && 32 % kPerRow == 0, "a warp must copy whole rows per pass");
+  static_assert(kSteps % kGroups == 0 && kGroupSteps % kRowsPerPass == 0,
+                "each group's steps must be whole passes of the warp");
+  // Offset (rows) of pass k of group g from the thread's first row.
+  static constexpr int RowOf(int g, int k) {
+    return (k * kRowsPerPass / kGroupSteps) * kSteps + g * kGroupSteps + (k * kRowsPerPass) % kGroupSteps;
+  }
+};
+
+// Issues and commits the kGroups groups of an interior forward tile (InteriorTile).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE>
+__device__ __forceinline__ void StageWarpRows(const LinearScanParams& p, const SmemTileIndex& x, T* s_in) {
+  using W = WarpStaging<T, VEC, THREADS, STRIP, TILE>;
+  const int warp = int(threadIdx.x) / 32;
+  const int wl = int(threadIdx.x) % 32;
+  const int row0 = warp * W::kSegsPerWarp * W::kSteps + wl / W::kPerRow;
+  const int cc = (wl % W::kPerRow) * (16 / int(sizeof(T)));
+  const long long off = (x.b * p.length + x.base + row0) * p.width + x.c_strip + cc;
+  const T* ga = static_cast<const T*>(p.a) + off;
+  const T* gx = static_cast<const T*>(p.x) + off;
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(s_in + row0 * STRIP + cc));
+  constexpr unsigned kInputBytes = unsigned(TILE * STRIP * int(sizeof(T)));
+#pragma unroll
+  for (int g = 0; g < W::kGroups; ++g) {
+#pragma unroll
+    for (int k = 0; k < W::kPasses; ++k) {
+      const int r = W::RowOf(g, k);
+      const long long go = r * p.width;
+      const unsigned so = unsigned(r * STRIP * int(sizeof(T)));
+      CpAsync16Shared(sa + so, ga + go);
+      CpAsync16Shared(sa + kInputBytes + so, gx + go);
+    }
+    CpAsyncCommit();
+  }
+}
+
 // 2.-5. Scans one staged tile whose first group (a and x / dh) has landed
 // and is visible to the block: local composition, block combine, publish and
 // look back, rescan and store. Backward: before the rescan it waits until at
@@ -165,8 +245,10 @@ __device__ __forceinline__ void StageSmemTile(const LinearScanParams& p, const S
 // using launch epochs) the block arrives once its look-back is over.
 // kPacked: publish and look back through packed words (LookBackPacked), each
 // row thread for its own channels, with no fence and no block flag.
+// kGroups > 1: the tile was staged by StageWarpRows (or staged whole and made
+// visible by the caller): the local composition waits for each group in turn.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int kPendingAfterH,
-          bool kPacked = false>
+          bool kPacked = false, int kGroups = 1>
 __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const SmemTileIndex& x, const T* s_in,
                                              float* s_A, float* s_H, float* s_carry, unsigned tag = 0,
                                              unsigned* epoch_header = nullptr) {
@@ -219,6 +301,12 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
   Fill(H, 0.0f);
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
+    if constexpr (kGroups > 1) {
+      if (i % (kSteps / kGroups) == 0) {
+        CpAsyncWaitPending(kGroups - 1 - i / (kSteps / kGroups));
+        __syncwarp();
+      }
+    }
     const Pack<T, VEC> pa = pack_at(s_a, i);
     const Pack<T, VEC> pb = pack_at(s_b, i);
 #pragma unroll
@@ -451,7 +539,11 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
 //    its block index, which saves the ticket's round trip before the loads
 //    start and relies on blocks being dispatched in index order, as CUB's
 //    single-pass scans do; ORDER 2: as 1, with the packed look-back
-//    (scan_common.cuh, LookBackPacked; workspace laid out as it says).
+//    (scan_common.cuh, LookBackPacked; workspace laid out as it says);
+//    ORDER 3: as 2, and the forward stages interior tiles warp by warp in
+//    groups (StageWarpRows), scanning each group as it lands; ORDER 4: as 2
+//    (the control for 3: only the forward's register bound below). The
+//    backward of 3 and 4 is ORDER 2's.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int ORDER>
 __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
@@ -475,17 +567,35 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
     __syncthreads();
     ticket = s_ticket[0];
   }
-  // The tag is first needed after the barrier below: its load overlaps the staging.
-  if (threadIdx.x == 0) s_ticket[1] = EpochTag(header);
   const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, ticket);
 
+  if constexpr (ORDER == 3 && !kBackward) {
+    // Warp-local staging in groups (StageWarpRows); edge tiles are staged
+    // whole, checked, and made visible at a barrier. Only the row threads
+    // need the tag, after the combine's barrier: they load it themselves (it
+    // changes only after every block of this launch has arrived).
+    using W = WarpStaging<T, VEC, THREADS, STRIP, TILE>;
+    const unsigned tag = int(threadIdx.x) >= THREADS - W::kLanes ? EpochTag(header) : 0u;
+    if (InteriorTile<STRIP, TILE>(p, x.c_strip, x.base, 0, ForwardRowsAligned<T, Layout::kChunkElts>(p))) {
+      StageWarpRows<T, VEC, THREADS, STRIP, TILE>(p, x, s_in);
+    } else {
+      StageSmemTile<T, THREADS, STRIP, TILE, false>(p, x, s_in);
+      CpAsyncWait<0>();
+      __syncthreads();
+    }
+    ScanSmemTile<T, VEC, THREADS, STRIP, TILE, false, 0, true, W::kGroups>(p, x, s_in, s_A, s_H, s_carry, tag,
+                                                                         threadIdx.x == 0 ? header : nullptr);
+    return;
+  }
+  // The tag is first needed after the barrier below: its load overlaps the staging.
+  if (threadIdx.x == 0) s_ticket[1] = EpochTag(header);
   // 1. Stage the tile. Backward: a and dh in group 0, h_{t-1} in group 1.
   StageSmemTile<T, THREADS, STRIP, TILE, kBackward>(p, x, s_in);
   CpAsyncWait<kBackward ? 1 : 0>();
   __syncthreads();
   const unsigned tag = s_ticket[1];
-  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0, ORDER == 2>(p, x, s_in, s_A, s_H, s_carry, tag,
-                                                                      threadIdx.x == 0 ? header : nullptr);
+  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0, (ORDER >= 2)>(p, x, s_in, s_A, s_H, s_carry, tag,
+                                                                        threadIdx.x == 0 ? header : nullptr);
 }
 
 // f) lookbackpipe: e) made persistent and double-buffered. A grid of at most
@@ -581,13 +691,19 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
 
 }  // namespace scan
 
+// ORDER 3 and 4 forward: 3 resident blocks per SM (what the shared memory of
+// their 64 KB tiles allows) in the launch bounds. Without a minimum, ptxas held
+// the 16-bit forward to 64 registers and spilled 2-10 bytes across the
+// look-back (ORDER 2, kept as it was); with it, 75-76 and no spill.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
-__global__ void __launch_bounds__(THREADS) linear_scan_fwd_lookbacksmem(const LinearScanParams p) {
+__global__ void __launch_bounds__(THREADS, ORDER >= 3 ? 3 : 0) linear_scan_fwd_lookbacksmem(const LinearScanParams p) {
   scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
 }
 
+// The backward's bound (2 blocks of its 96 KB bf16 tiles): the fp32 t128
+// backward spilled 4 bytes at ORDER 2 without it.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
-__global__ void __launch_bounds__(THREADS) linear_scan_bwd_lookbacksmem(const LinearScanParams p) {
+__global__ void __launch_bounds__(THREADS, ORDER >= 3 ? 2 : 0) linear_scan_bwd_lookbacksmem(const LinearScanParams p) {
   scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, true, ORDER>(p);
 }
 

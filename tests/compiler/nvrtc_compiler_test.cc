@@ -2,6 +2,7 @@
 // dtype for sm_90, every name expression gets a lowered name, the cubin is
 // non-empty; embedded sources and cache keys behave. No timing assertions.
 #include <chrono>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -136,6 +137,10 @@ TEST(NvrtcCompiler, EveryVariantEveryDtypeCompilesForSm90) {
       auto it = r.lowered_names.find(name);
       ASSERT_NE(it, r.lowered_names.end()) << what << ": " << name;
       EXPECT_FALSE(it->second.empty()) << what << ": " << name;
+    }
+    // lookbacksmem _o3/_o4 bound their registers so as not to spill (kernels_src/linear_scan_smem.cuh).
+    if (requests[i].variant.algorithm == Algorithm::kLookbackSmem && requests[i].variant.order >= 3) {
+      EXPECT_FALSE(std::regex_search(r.log, std::regex("[1-9][0-9]* bytes spill"))) << what << "\n" << r.log;
     }
     compile_ms += r.compile_ms;
   }
