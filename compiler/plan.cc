@@ -70,6 +70,9 @@ constexpr SmemPoint kWarpStagedPoints[] = {{128, 64, 256}, {256, 64, 256}, {256,
 // Order 4: order 2 with only order 3's register bound on the forward (no
 // spill), so that a GPU run tells the two changes of order 3 apart.
 constexpr SmemPoint kRegisterBoundPoints[] = {{128, 64, 256}, {256, 64, 256}};
+// Orders 5 and 6: order 3 with the first wave's starts spread over ~2 / ~4 us
+// (FirstWaveRamp), at the forward's two session-4 winners.
+constexpr SmemPoint kRampPoints[] = {{128, 64, 256}, {256, 64, 256}};
 
 // lookbackpipe: {threads, strip, tile, blocks per SM (at most)}, all vec 4.
 // bf16 per block: two buffers of 2 (fwd) / 3 (bwd) x strip x tile x 2 B.
@@ -293,6 +296,12 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
     variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
                         .tile = k.tile, .order = 4});
   }
+  for (const SmemPoint& k : kRampPoints) {
+    for (int order : {5, 6}) {
+      variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
+                          .tile = k.tile, .order = order});
+    }
+  }
   for (const PipeKnobs& k : kPipeVariants) {
     variants.push_back({.algorithm = Algorithm::kLookbackPipe, .vec = kPipeVec, .threads = k.threads, .strip = k.strip,
                         .tile = k.tile, .blocks_per_sm = k.blocks_per_sm});
@@ -376,8 +385,8 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       if (v.vec < 2) {
         return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8} (" + family + ")");
       }
-      if (!pipe && (v.order < 0 || v.order > 4)) {
-        return InvalidArgument("order " + std::to_string(v.order) + " not in [0, 4] (" + family + ")");
+      if (!pipe && (v.order < 0 || v.order > 6)) {
+        return InvalidArgument("order " + std::to_string(v.order) + " not in [0, 6] (" + family + ")");
       }
       if (pipe && (v.blocks_per_sm < 1 || v.blocks_per_sm > kMaxPipeBlocksPerSm)) {
         return InvalidArgument("blocks per SM " + std::to_string(v.blocks_per_sm) + " not in [1, " +
@@ -402,7 +411,7 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
         return InvalidArgument("tile " + std::to_string(v.tile) + " must be in [1, 4096] and a multiple of the " +
                                std::to_string(segments) + " segments");
       }
-      if (!pipe && v.order == 3) RETURN_IF_ERROR(CheckWarpStaging(v, lanes, segments, problem.dtype));
+      if (!pipe && (v.order == 3 || v.order >= 5)) RETURN_IF_ERROR(CheckWarpStaging(v, lanes, segments, problem.dtype));
       const SmemGeometry g = GeometrySmem(v, s, problem.dtype);
       const int64_t shared = std::max(HasFwd(problem.mode) ? g.fwd_shared : 0, HasBwd(problem.mode) ? g.bwd_shared : 0);
       if (shared > device.max_shared_per_block) {

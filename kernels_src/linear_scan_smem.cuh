@@ -235,6 +235,23 @@ __device__ __forceinline__ void StageWarpRows(const LinearScanParams& p, const S
   }
 }
 
+// ORDER 5 and 6: spreads the start of the first wave over ~ramp_ns. Block i
+// of the first `wave` blocks (the SMs x the blocks per SM that this kernel's
+// dynamic shared memory allows, of sm_90's 228 KB) sleeps ~i / wave x ramp_ns
+// before its loads. Under programmatic dependent launch the whole first wave
+// is resident, parked in griddepcontrol.wait, and leaves it at once: without
+// the ramp its blocks stage, scan, look back and store in step, and the
+// memory pipe idles while they all scan and look back. No deadlock: a block
+// waits only on smaller block indices, which sleep no longer than it does.
+__device__ __forceinline__ void FirstWaveRamp(unsigned ramp_ns) {
+  unsigned sms, dynamic_smem;
+  asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_smem));
+  const unsigned per_sm = 233472u / (dynamic_smem + 1024u);
+  const unsigned wave = sms * (per_sm > 0 ? per_sm : 1u);
+  if (blockIdx.x > 0 && blockIdx.x < wave) __nanosleep(ramp_ns * blockIdx.x / wave);
+}
+
 // 2.-5. Scans one staged tile whose first group (a and x / dh) has landed
 // and is visible to the block: local composition, block combine, publish and
 // look back, rescan and store. Backward: before the rescan it waits until at
@@ -542,8 +559,9 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
 //    (scan_common.cuh, LookBackPacked; workspace laid out as it says);
 //    ORDER 3: as 2, and the forward stages interior tiles warp by warp in
 //    groups (StageWarpRows), scanning each group as it lands; ORDER 4: as 2
-//    (the control for 3: only the forward's register bound below). The
-//    backward of 3 and 4 is ORDER 2's.
+//    (the control for 3: only the forward's register bound below); ORDER 5
+//    and 6: as 3, the first wave's starts spread over ~2 / ~4 us
+//    (FirstWaveRamp). The backward of 3-6 is ORDER 2's.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int ORDER>
 __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
@@ -569,7 +587,8 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   }
   const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, ticket);
 
-  if constexpr (ORDER == 3 && !kBackward) {
+  if constexpr ((ORDER == 3 || ORDER >= 5) && !kBackward) {
+    if constexpr (ORDER >= 5) FirstWaveRamp(ORDER == 5 ? 2000u : 4000u);
     // Warp-local staging in groups (StageWarpRows); edge tiles are staged
     // whole, checked, and made visible at a barrier. Only the row threads
     // need the tag, after the combine's barrier: they load it themselves (it

@@ -1,7 +1,8 @@
 // A host emulation of lookbacksmem _o3's warp-local staging
 // (kernels_src/linear_scan_smem.cuh: WarpStaging, StageWarpRows, and the
 // per-group waits in ScanSmemTile's local composition), mirroring the
-// kernel's index math, for every enumerated _o3 variant and dtype that
+// kernel's index math, for every enumerated warp-staged variant (_o3, and
+// _o5/_o6 which add a start ramp) and dtype that
 // CanImplement admits. Checks (no GPU):
 //  - each staged 16-byte chunk of a and x is copied exactly once, and by the
 //    warp whose threads read it, in a group no later than the step that
@@ -55,7 +56,7 @@ struct WarpStagingModel {
 std::vector<Variant> WarpStagedVariants() {
   std::vector<Variant> out;
   for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
-    if (v.algorithm == Algorithm::kLookbackSmem && v.order == 3) out.push_back(v);
+    if (v.algorithm == Algorithm::kLookbackSmem && (v.order == 3 || v.order >= 5)) out.push_back(v);
   }
   return out;
 }
@@ -70,7 +71,7 @@ Problem Fwd(DType dtype, int64_t b, int64_t l, int64_t w) {
 
 TEST(WarpStaging, EnumeratedAtTheSessionFourPoints) {
   const std::vector<Variant> vs = WarpStagedVariants();
-  EXPECT_EQ(vs.size(), 4u);
+  EXPECT_EQ(vs.size(), 8u);  // _o3 at 4 points, _o5 and _o6 at t128_c64_i256 and t256_c64_i256
   for (const Variant& v : vs) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       const Status st = CanImplement(v, Fwd(dtype, 1, 8192, 2560), DeviceLimits());
@@ -211,7 +212,8 @@ TEST(WarpStaging, CanImplementRefusesWhatTheKernelCannotStage) {
   EXPECT_EQ(CanImplement(parsed("lookbacksmem_v8_t256_c256_i64_o3"), Fwd(DType::kF32, 1, 4096, 1024), h200).code(),
             StatusCode::kInvalidArgument);
   EXPECT_TRUE(CanImplement(parsed("lookbacksmem_v4_t128_c64_i128_o3"), p, h200).ok());
-  EXPECT_EQ(CanImplement(parsed("lookbacksmem_v4_t128_c64_i256_o5"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(parsed("lookbacksmem_v4_t256_c64_i128_o5"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CanImplement(parsed("lookbacksmem_v4_t256_c64_i128_o4"), p, h200).ok());  // not warp-staged
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Every enumerated linear_scan variant, compiled once per dtype, verified
 // through the worker's Verifier at shapes that exercise the edges (L = 1,
 // short odd lengths, widths that are not multiples of 32 or of the vector
-// width) in fwd_bwd and bwd modes, with and without h0. Label: gpu.
+// width) and one shape of interior tiles only, in fwd_bwd and bwd modes, with
+// and without h0. Label: gpu.
 #include <cstdio>
 #include <map>
 
@@ -18,7 +19,9 @@ TEST(VerifierGpuTest, EveryVariantIsLegal) {
   const NvrtcCompiler compiler;
   const std::vector<Variant> variants = EnumerateVariants(Op::kLinearScan, /*include_test_variants=*/false);
   ASSERT_FALSE(variants.empty());
-  const std::vector<Shape> shapes = {{1, 1, 1}, {2, 7, 33}, {3, 1000, 100}, {2, 1000, 2050}, {1, 4096, 64}};
+  // {2, 1024, 256}: interior tiles (aligned rows, whole strips and tiles) for every strip and tile, 16-bit too.
+  const std::vector<Shape> shapes = {{1, 1, 1},       {2, 7, 33},   {3, 1000, 100},
+                                     {2, 1000, 2050}, {1, 4096, 64}, {2, 1024, 256}};
   std::map<std::string, testing::VerifyCounts> summary;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     std::vector<CompileRequest> requests;
