@@ -585,9 +585,12 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
     __syncthreads();
     ticket = s_ticket[0];
   }
+  constexpr bool kWarpStaged = (ORDER == 3 || ORDER >= 5) && !kBackward;
+  // The tag is first needed after the barrier below: its load overlaps the staging.
+  if (!kWarpStaged && threadIdx.x == 0) s_ticket[1] = EpochTag(header);
   const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, ticket);
 
-  if constexpr ((ORDER == 3 || ORDER >= 5) && !kBackward) {
+  if constexpr (kWarpStaged) {
     if constexpr (ORDER >= 5) FirstWaveRamp(ORDER == 5 ? 2000u : 4000u);
     // Warp-local staging in groups (StageWarpRows); edge tiles are staged
     // whole, checked, and made visible at a barrier. Only the row threads
@@ -606,8 +609,6 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
                                                                          threadIdx.x == 0 ? header : nullptr);
     return;
   }
-  // The tag is first needed after the barrier below: its load overlaps the staging.
-  if (threadIdx.x == 0) s_ticket[1] = EpochTag(header);
   // 1. Stage the tile. Backward: a and dh in group 0, h_{t-1} in group 1.
   StageSmemTile<T, THREADS, STRIP, TILE, kBackward>(p, x, s_in);
   CpAsyncWait<kBackward ? 1 : 0>();
