@@ -159,6 +159,67 @@ constexpr int DecayConstBytes(int strip, bool bwd) { return (bwd ? 2 : 1) * stri
 
 // ---- rglru ------------------------------------------------------------------------
 
+// Staging of a whole tile (every row inside [0, L), the strip inside W,
+// 16-byte chunks aligned) with the address math once per thread: each
+// thread's first chunk offset (one 64-bit product) and then one 64-bit add
+// per chunk; the shared-memory offsets are immediates. StageRows' fast path
+// recomputes row and column (a signed division and modulo) and a 64-bit
+// row product for every chunk and every input (~22-30 issued instructions
+// per 16-byte chunk in the SASS: 8-15 per element of rglru's 3-5 inputs).
+// (A new helper, not a change of StageRows: samu's kernels keep that one.)
+template <typename T, int THREADS, int STRIP, int TILE>
+struct TileStager {
+  static constexpr int kE = 16 / int(sizeof(T));
+  static constexpr int kPerRow = STRIP / kE;            // chunks per row
+  static constexpr int kRowStep = THREADS / kPerRow;    // rows per pass of the block
+  static constexpr int kPasses = (TILE + kRowStep - 1) / kRowStep;
+  static_assert(THREADS % kPerRow == 0, "a pass of the block covers whole rows");
+  long long goff;        // element offset of this thread's first chunk in a (B, L, W) tensor, row `base`
+  long long step;        // kRowStep rows of W
+  int soff;              // element offset of its first chunk in a staged [TILE][STRIP] tile
+  int r0;                // its first row
+  // first: (b L + base) W + c_strip, the element offset of the tile's first row and channel.
+  __device__ __forceinline__ TileStager(long long first, long long width) {
+    const int tid = threadIdx.x;
+    r0 = tid / kPerRow;
+    const int cc = (tid % kPerRow) * kE;
+    goff = first + static_cast<long long>(r0) * width + cc;
+    step = kRowStep * width;
+    soff = r0 * STRIP + cc;
+  }
+  // dst[r][.] = src rows base + r - shift (shift 0 or 1: all inside [0, L) by the caller's test).
+  __device__ __forceinline__ void Stage(T* dst, const T* __restrict__ src, int shift, long long width) const {
+    const T* g = src + (goff - (shift != 0 ? width : 0));
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      if (TILE % kRowStep == 0 || r0 + i * kRowStep < TILE) CpAsync16(dst + soff + i * kRowStep * STRIP, g);
+      g += step;
+    }
+  }
+};
+
+// rglru's gate at 16 bits with the _o3 gate, lean (both scans; fp32 and _o2
+// keep FastSig / GateFast / GateFromA). From th = tanh(ga / 2), sigmoid(ga)
+// = (1 + th) / 2 and 1 - sigmoid(ga) = (1 - th) / 2, so with sph = sp / 2
+// (sp = -8 softplus(Lambda)) la = sph (1 + th) is one FFMA (FastSig's FFMA
+// and the FMUL by sp before). RgLruGateLean: s as GateFromA<T, true>
+// (1 - a^2 = tanh(-la) (1 + a^2)) and 1 / s, with om clamped at 1e-30: one
+// FMNMX instead of a compare and two selects (below the clamp the o3 gate
+// gave s = q = 0, this s = 1e-15 and |q| = |la| / s < 1e-15: nothing at
+// 16-bit precision).
+// The rescans that recompute a use HalfTanh, RgLruLa and ExpDecay as the
+// local pass, so they get the same a.
+__device__ __forceinline__ float HalfTanh(float z) { return TanhApprox(0.5f * z); }
+__device__ __forceinline__ float RgLruLa(float sph, float th) { return fmaf(sph, th, sph); }
+struct GateRs {
+  float s, rs;  // sqrt(1 - a^2) and its inverse (q = la rs)
+};
+__device__ __forceinline__ GateRs RgLruGateLean(float la, float a) {
+  const float om = fmaxf(TanhApprox(-la) * fmaf(a, a, 1.0f), 1e-30f);
+  const float rs = RsqrtFtz(om);
+  return {om * rs, rs};
+}
+
 // Forward: stages ga, gx, x (6 B per element at bf16); each thread's (a, b)
 // stay in registers from the local pass to the rescan.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
@@ -174,12 +235,18 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kRgLruParams, false, false, ORDER >= 2);
   const auto x = StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.ga, p.width) && ChunkAligned<T>(p.gx, p.width);
-  StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.ga), p.length, p.width, x.b, x.c_strip, x.base, 0,
-                                     chunks);
-  StageRows<T, THREADS, STRIP, TILE>(s_in + TILE * STRIP, static_cast<const T*>(p.gx), p.length, p.width, x.b,
-                                     x.c_strip, x.base, 0, chunks);
-  StageRows<T, THREADS, STRIP, TILE>(s_in + 2 * TILE * STRIP, static_cast<const T*>(p.x), p.length, p.width, x.b,
-                                     x.c_strip, x.base, 0, chunks);
+  const T* srcs[3] = {static_cast<const T*>(p.ga), static_cast<const T*>(p.gx), static_cast<const T*>(p.x)};
+  if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {
+    const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
+#pragma unroll
+    for (int k = 0; k < 3; ++k) st.Stage(s_in + k * TILE * STRIP, srcs[k], 0, p.width);
+  } else {
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+      StageRows<T, THREADS, STRIP, TILE>(s_in + k * TILE * STRIP, srcs[k], p.length, p.width, x.b, x.c_strip, x.base,
+                                         0, chunks);
+    }
+  }
   CpAsyncCommit();
 
   const int tid = threadIdx.x;
@@ -201,22 +268,37 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   const int row0 = seg * kSteps;
   const bool interior = Interior<STRIP, TILE>(x.base, p.length, x.c_strip, p.width, l.wide);
   constexpr bool kHold = kHoldA<kSteps, VEC>;
+  // _o3 at 16 bits: RgLruLa and RgLruGateLean (sph = sp / 2).
+  constexpr bool kLean = ORDER == 3 && sizeof(T) == 2;
+  float sph[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sph[j] = 0.5f * sp[j];
   float av[kHold ? kSteps : 1][VEC], bv[kSteps][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
-  // (The local pass stays one instance: duplicated per BoolTag it spilled
-  // 8-12 bytes in the b-only variants.)
+  // Rows past L (a partial last tile) are staged as zeros, so their (a, b)
+  // are finite, and nothing reads them: they come after every stored row of
+  // their segment, later segments hold only such rows, and the tile's
+  // aggregate and inclusive state are read by later tiles only (there are
+  // none). So the local pass has no per-row range test (its select and the
+  // branch around b cost ~5 issued instructions per element).
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int row = row0 + i;
-    const bool in = x.base + row < p.length;
     const Pack<T, VEC> pa = pack_at(0, row), pi = pack_at(1, row), px = pack_at(2, row);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      const Gate g = GateFast<T, ORDER == 3>(sp[j] * FastSig<T>(pa.Get(j)).s);
-      const float a = in ? g.a : 1.0f;
-      const float bb = in ? g.s * FastSig<T>(pi.Get(j)).s * px.Get(j) : 0.0f;
+      float a, bb;
+      if constexpr (kLean) {
+        const float la = RgLruLa(sph[j], HalfTanh(pa.Get(j)));
+        a = ExpDecay<T>(la);
+        bb = RgLruGateLean(la, a).s * fmaf(0.5f, HalfTanh(pi.Get(j)), 0.5f) * px.Get(j);
+      } else {
+        const Gate g = GateFast<T, ORDER == 3>(sp[j] * FastSig<T>(pa.Get(j)).s);
+        a = g.a;
+        bb = g.s * FastSig<T>(pi.Get(j)).s * px.Get(j);
+      }
       if constexpr (kHold) av[i][j] = a;
       bv[i][j] = bb;
       A[j] *= a;
@@ -242,7 +324,10 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
         // rows past L only follow the last stored one.
         const Pack<T, VEC> pa = pack_at(0, row0 + i);
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) s[j] = fmaf(ExpDecay<T>(sp[j] * FastSig<T>(pa.Get(j)).s), s[j], bv[i][j]);
+        for (int j = 0; j < VEC; ++j) {
+          const float a = ExpDecay<T>(kLean ? RgLruLa(sph[j], HalfTanh(pa.Get(j))) : sp[j] * FastSig<T>(pa.Get(j)).s);
+          s[j] = fmaf(a, s[j], bv[i][j]);
+        }
       }
       const long long t = x.base + row0 + i;
       if (kIn || t < p.length) {
@@ -274,11 +359,21 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
                       ChunkAligned<T>(p.gx, p.width) && ChunkAligned<T>(p.dh, p.width) && ChunkAligned<T>(p.h, p.width);
   const T* srcs[5] = {static_cast<const T*>(p.ga), static_cast<const T*>(p.dh), static_cast<const T*>(p.gx),
                       static_cast<const T*>(p.x), static_cast<const T*>(p.h)};
+  // h is staged one row back (h_{t-1}): the whole tile needs base >= 1.
+  if (chunks && x.base >= 1 && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {
+    const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
 #pragma unroll
-  for (int k = 0; k < 5; ++k) {
-    StageRows<T, THREADS, STRIP, TILE>(s_in + k * TILE * STRIP, srcs[k], p.length, p.width, x.b, x.c_strip, x.base,
-                                       k == 4 ? 1 : 0, chunks);
-    if (k == 1 || k == 4) CpAsyncCommit();
+    for (int k = 0; k < 5; ++k) {
+      st.Stage(s_in + k * TILE * STRIP, srcs[k], k == 4 ? 1 : 0, p.width);
+      if (k == 1 || k == 4) CpAsyncCommit();
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 5; ++k) {
+      StageRows<T, THREADS, STRIP, TILE>(s_in + k * TILE * STRIP, srcs[k], p.length, p.width, x.b, x.c_strip, x.base,
+                                         k == 4 ? 1 : 0, chunks);
+      if (k == 1 || k == 4) CpAsyncCommit();
+    }
   }
 
   const int tid = threadIdx.x;
@@ -307,6 +402,13 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
+  // _o3 at 16 bits: RgLruLa and RgLruGateLean (sph = sp / 2).
+  constexpr bool kLean = ORDER == 3 && sizeof(T) == 2;
+  if constexpr (kLean) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) sp[j] *= 0.5f;
+  }
+  auto la_of = [&](float ga, int j) { return kLean ? RgLruLa(sp[j], HalfTanh(ga)) : sp[j] * FastSig<T>(ga).s; };
   OnInterior(interior, [&](auto tag) {
     constexpr bool kIn = decltype(tag)::value;
 #pragma unroll
@@ -316,7 +418,7 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
       const Pack<T, VEC> pa = pack_at(0, row), pd = pack_at(1, row);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        const float a = in ? ExpDecay<T>(sp[j] * FastSig<T>(pa.Get(j)).s) : 1.0f;
+        const float a = in ? ExpDecay<T>(la_of(pa.Get(j), j)) : 1.0f;
         if constexpr (kHold) av[i][j] = a;
         A[j] *= a;
         H[j] = a * (H[j] + pd.Get(j));
@@ -342,25 +444,50 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           const float hprev = (kIn || t > 0) ? ph.Get(j) : h0v[j];
-          const Sig r = FastSig<T>(pa.Get(j));
-          const Sig ig = FastSig<T>(pi.Get(j));
-          const float la = sp[j] * r.s;
-          float a;
-          if constexpr (kHold) {
-            a = av[i][j];
-          } else {
-            a = ExpDecay<T>(la);  // t >= 0 here: as the local pass
-          }
-          const Gate gate = GateFromA<T, ORDER == 3>(la, a);
           const float xv = px.Get(j);
           const float g = pd.Get(j) + u[j];
-          const float gs = g * gate.s;
-          dx[j] = gs * ig.s;
-          dgx[j] = gs * xv * (ig.s * ig.c);
-          const float big_g = g * (gate.a * hprev * la - ig.s * xv * gate.a * gate.a * gate.q);
-          dga[j] = big_g * r.c;
-          acc[0][j] = fmaf(big_g, ratio[j], acc[0][j]);
-          u[j] = gate.a * g;
+          if constexpr (kLean) {
+            // With v = sigmoid(gx) x and 1 / s = rs: q = la rs, so
+            // G = g (a hprev la - v a^2 q) = (a g) la (hprev - a v rs), and
+            // dgx = g s v (1 - sigmoid(gx)): 4 fewer FMULs than the o3 form.
+            const float th = HalfTanh(pa.Get(j));
+            const float la = RgLruLa(sp[j], th);
+            const float ti = HalfTanh(pi.Get(j));
+            const float is = fmaf(0.5f, ti, 0.5f);
+            float a;
+            if constexpr (kHold) {
+              a = av[i][j];
+            } else {
+              a = ExpDecay<T>(la);  // t >= 0 here: as the local pass
+            }
+            const GateRs gate = RgLruGateLean(la, a);
+            const float gs = g * gate.s;
+            const float v = is * xv;
+            dx[j] = gs * is;
+            dgx[j] = gs * v * fmaf(-0.5f, ti, 0.5f);
+            u[j] = a * g;
+            const float big_g = (u[j] * la) * fmaf(-v * gate.rs, a, hprev);
+            dga[j] = big_g * fmaf(-0.5f, th, 0.5f);
+            acc[0][j] = fmaf(big_g, ratio[j], acc[0][j]);
+          } else {
+            const Sig r = FastSig<T>(pa.Get(j));
+            const float la = sp[j] * r.s;
+            const Sig ig = FastSig<T>(pi.Get(j));
+            float a;
+            if constexpr (kHold) {
+              a = av[i][j];
+            } else {
+              a = ExpDecay<T>(la);  // t >= 0 here: as the local pass
+            }
+            const Gate gate = GateFromA<T, ORDER == 3>(la, a);
+            const float gs = g * gate.s;
+            dx[j] = gs * ig.s;
+            dgx[j] = gs * xv * (ig.s * ig.c);
+            const float big_g = g * (gate.a * hprev * la - ig.s * xv * gate.a * gate.a * gate.q);
+            dga[j] = big_g * r.c;
+            acc[0][j] = fmaf(big_g, ratio[j], acc[0][j]);
+            u[j] = gate.a * g;
+          }
         }
         StorePack<T, VEC>(static_cast<T*>(p.dx) + off, dx, kIn || l.wide, l.nvalid);
         StorePack<T, VEC>(static_cast<T*>(p.dga) + off, dga, kIn || l.wide, l.nvalid);
