@@ -711,10 +711,10 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
 
 }  // namespace scan
 
-// ORDER 3 and 4 forward: 3 resident blocks per SM (what the shared memory of
+// ORDER >= 3 forward: 3 resident blocks per SM (what the shared memory of
 // their 64 KB tiles allows) in the launch bounds. Without a minimum, ptxas held
 // the 16-bit forward to 64 registers and spilled 2-10 bytes across the
-// look-back (ORDER 2, kept as it was); with it, 75-76 and no spill.
+// look-back (ORDER 2, kept as it was); with it, 74-78 and no spill.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER >= 3 ? 3 : 0) linear_scan_fwd_lookbacksmem(const LinearScanParams p) {
   scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
