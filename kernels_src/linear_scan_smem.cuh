@@ -142,15 +142,22 @@ struct SmemTileIndex {
   long long tile, seq, b, c_strip, base;
 };
 
-template <int STRIP, int TILE, bool kBackward>
+template <bool kNarrow> struct TileIndexInt { using type = long long; };
+template <> struct TileIndexInt<true> { using type = unsigned; };
+
+// Index: the integer type of the divisions. unsigned (orders >= 3) needs
+// ticket, sequences and strips < 2^32, which CanImplement's 2^30 tiles bound
+// guarantees; it spares the two 64-bit division calls (~100 dependent
+// instructions each) between the block's start and its first load.
+template <int STRIP, int TILE, bool kBackward, typename Index = long long>
 __device__ __forceinline__ SmemTileIndex MakeSmemTileIndex(const LinearScanParams& p, long long ticket) {
-  const long long strips = (p.width + STRIP - 1) / STRIP;
-  const long long seqs = p.batch * strips;
+  const Index strips = Index((p.width + STRIP - 1) / STRIP);
+  const Index seqs = Index(p.batch) * strips;
   SmemTileIndex x;
-  x.tile = ticket / seqs;
-  x.seq = ticket % seqs;
-  x.b = x.seq / strips;
-  x.c_strip = (x.seq % strips) * STRIP;
+  x.tile = Index(ticket) / seqs;
+  x.seq = Index(ticket) % seqs;
+  x.b = Index(x.seq) / strips;
+  x.c_strip = static_cast<long long>(Index(x.seq) % strips) * STRIP;
   // Row r of the staged tile is time base + r. Backward tiles count from the
   // end of the sequence, so the first backward tile ends at L - 1.
   x.base = kBackward ? p.length - (x.tile + 1) * TILE : x.tile * TILE;
@@ -561,7 +568,8 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
 //    groups (StageWarpRows), scanning each group as it lands; ORDER 4: as 2
 //    (the control for 3: only the forward's register bound below); ORDER 5
 //    and 6: as 3, the first wave's starts spread over ~2 / ~4 us
-//    (FirstWaveRamp). The backward of 3-6 is ORDER 2's.
+//    (FirstWaveRamp). The backward of 3-6 is ORDER 2's. Orders 3, 5 and 6
+//    also take the tile index in 32-bit arithmetic (MakeSmemTileIndex).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int ORDER>
 __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
@@ -588,7 +596,9 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   constexpr bool kWarpStaged = (ORDER == 3 || ORDER >= 5) && !kBackward;
   // The tag is first needed after the barrier below: its load overlaps the staging.
   if (!kWarpStaged && threadIdx.x == 0) s_ticket[1] = EpochTag(header);
-  const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward>(p, ticket);
+  // Orders 3, 5 and 6 (forward and backward): 32-bit tile index math.
+  using Index = typename TileIndexInt<ORDER == 3 || ORDER >= 5>::type;
+  const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward, Index>(p, ticket);
 
   if constexpr (kWarpStaged) {
     if constexpr (ORDER >= 5) FirstWaveRamp(ORDER == 5 ? 2000u : 4000u);
