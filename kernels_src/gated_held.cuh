@@ -220,6 +220,18 @@ __device__ __forceinline__ GateRs RgLruGateLean(float la, float a) {
   return {om * rs, rs};
 }
 
+// Where the forward keeps b (the _o3 16-bit kernels only; the others hold b
+// in registers): with a not held (items x vec > 16) the rescan recomputed a
+// (tanh + ex2: 2 of the 7 MUFU per element, the bound once the integer work
+// is gone); with b in the staging a is held instead. With tiles of 128+ rows
+// the items-8 points do the same and free the 16 registers of b: 64
+// registers, 4 blocks of 256 per SM instead of 3 (RgLruMinBlocksFwd), for
+// one STS + one LDS per element. (Tiles of 64 keep b in registers at 3
+// blocks: the GPU run compares s8_i8_o3 with s16_i8_o3.)
+constexpr bool RgLruBInStaging(int order, int elem_bytes, int steps, int vec, int tile) {
+  return order == 3 && elem_bytes == 2 && (steps * vec > 16 || tile >= 128);
+}
+
 // Forward: stages ga, gx, x (6 B per element at bf16); each thread's (a, b)
 // stay in registers from the local pass to the rescan.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
@@ -273,7 +285,14 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   float sph[VEC];
 #pragma unroll
   for (int j = 0; j < VEC; ++j) sph[j] = 0.5f * sp[j];
-  float av[kHold ? kSteps : 1][VEC], bv[kSteps][VEC];
+  // RgLruBInStaging: a held, b in the thread's own ga / gx slots of the
+  // staging (one fp32 per element, read only by this thread and already read).
+  constexpr bool kBSmem = RgLruBInStaging(ORDER, int(sizeof(T)), kSteps, VEC, TILE);
+  static_assert(!kBSmem || sizeof(T) == 2, "b in the staging: 16-bit packs, one fp32 per element");
+  float av[(kHold || kBSmem) ? kSteps : 1][VEC], bv[kBSmem ? 1 : kSteps][VEC];
+  auto b_slot = [&](int row, int j) -> float& {
+    return reinterpret_cast<float*>(s_in + ((j < VEC / 2 ? 0 : 1) * TILE + row) * STRIP + lane * VEC)[j % (VEC / 2)];
+  };
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
@@ -299,8 +318,12 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
         a = g.a;
         bb = g.s * FastSig<T>(pi.Get(j)).s * px.Get(j);
       }
-      if constexpr (kHold) av[i][j] = a;
-      bv[i][j] = bb;
+      if constexpr (kHold || kBSmem) av[i][j] = a;
+      if constexpr (kBSmem) {
+        b_slot(row, j) = bb;  // pa and pi of this row are in registers
+      } else {
+        bv[i][j] = bb;
+      }
       A[j] *= a;
       H[j] = fmaf(a, H[j], bb);
     }
@@ -316,7 +339,10 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
     T* __restrict__ o = out;
 #pragma unroll
     for (int i = 0; i < kSteps; ++i, o += p.width) {
-      if constexpr (kHold) {
+      if constexpr (kBSmem) {
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) s[j] = fmaf(av[i][j], s[j], b_slot(row0 + i, j));
+      } else if constexpr (kHold) {
 #pragma unroll
         for (int j = 0; j < VEC; ++j) s[j] = fmaf(av[i][j], s[j], bv[i][j]);
       } else {
@@ -1172,6 +1198,15 @@ constexpr int HeldMinBlocksBwd(int threads, int vec, int strip, int tile, int in
   const int blocks = by_smem < cap ? by_smem : cap;
   return blocks < 1 ? 1 : blocks;
 }
+// rglru's forward: 4 blocks of 256 (64 registers) where b is in the staging
+// and a fits (RgLruBInStaging), else HeldMinBlocks.
+template <typename T, int ORDER>
+constexpr int RgLruMinBlocksFwd(int threads, int vec, int strip, int tile) {
+  const int steps = tile / (threads / (strip / vec));
+  return threads >= 256 && steps * vec <= 16 && RgLruBInStaging(ORDER, int(sizeof(T)), steps, vec, tile)
+             ? 4
+             : HeldMinBlocks(threads, vec, strip, tile);
+}
 template <typename T>
 constexpr int RgLruMinBlocksBwd(int threads, int vec, int strip, int tile) {
   return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 5, DecayConstBytes(strip, true), false);
@@ -1190,7 +1225,7 @@ constexpr int SamuMinBlocksBwd(int threads, int vec, int strip, int tile) {
 // family starts with griddepcontrol.wait (a no-op in a plain launch).
 
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
-__global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) rglru_fwd_held(const RgLruParams p) {
+__global__ void __launch_bounds__(THREADS, gated::RgLruMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE)) rglru_fwd_held(const RgLruParams p) {
   gated::RgLruForwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>

@@ -7,6 +7,8 @@
 //     tanh(ga / 2) and om clamped at 1e-30 give the same (a, b) as the o3
 //     gate it replaces, to fp32 rounding; so does the backward's regrouped
 //     element (G = (a g) la (hprev - a v / s));
+//   - the forward's b in the staging: each thread's fp32 b slots lie in its
+//     own ga / gx packs;
 //   - the forward without the per-row range test: rows past L of a partial
 //     last tile (staged as zeros) are never read by a stored row, h_final or
 //     another tile, whatever they hold.
@@ -18,6 +20,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -77,6 +80,45 @@ TEST(RgLruTileStager, CopiesEveryChunkOnceFromItsSource) {
                  std::to_string(c.strip) + " tile " + std::to_string(c.tile));
     const int64_t width = 3 * c.strip + 8, length = 5 * c.tile + 3;
     for (int shift : {0, 1}) CheckStager(c, 2, length, width, 1, 2 * c.tile + 1, c.strip, shift);
+  }
+}
+
+// The forward's b in the staging (RgLruBInStaging): thread (seg, lane)
+// writes b of (row, channel j) as fp32 at float index j % (VEC / 2) of its own
+// 16-bit pack of ga (j < VEC / 2) or gx (the others) in that row: every slot
+// lies inside bytes only that thread reads (its packs), and no two (row,
+// channel) pairs share one.
+TEST(RgLruBInStaging, SlotsAreTheThreadsOwnGateSlots) {
+  for (const auto& [vec, threads, strip, tile] : {std::tuple{2, 256, 64, 128}, std::tuple{2, 256, 32, 128},
+                                                  std::tuple{2, 256, 32, 256}, std::tuple{4, 128, 64, 64}}) {
+    const int lanes = strip / vec, segs = threads / lanes, steps = tile / segs;
+    const int elem = 2;  // bytes (16-bit dtypes only)
+    std::vector<int> owner(static_cast<size_t>(3 * tile * strip * elem), -1), slot_used(owner.size(), 0);
+    for (int tid = 0; tid < threads; ++tid) {  // the bytes each thread's packs cover
+      const int lane = tid % lanes, seg = tid / lanes;
+      for (int input = 0; input < 3; ++input) {
+        for (int i = 0; i < steps; ++i) {
+          const int row = seg * steps + i;
+          for (int b = 0; b < vec * elem; ++b) {
+            owner[static_cast<size_t>(((input * tile + row) * strip + lane * vec) * elem + b)] = tid;
+          }
+        }
+      }
+    }
+    for (int tid = 0; tid < threads; ++tid) {
+      const int lane = tid % lanes, seg = tid / lanes;
+      for (int i = 0; i < steps; ++i) {
+        const int row = seg * steps + i;
+        for (int j = 0; j < vec; ++j) {
+          const int input = j < vec / 2 ? 0 : 1;  // ga or gx, never x
+          const int byte = ((input * tile + row) * strip + lane * vec) * elem + 4 * (j % (vec / 2));
+          for (int b = 0; b < 4; ++b) {
+            EXPECT_EQ(owner[static_cast<size_t>(byte + b)], tid) << tid << " " << row << " " << j;
+            EXPECT_EQ(++slot_used[static_cast<size_t>(byte + b)], 1) << tid << " " << row << " " << j;
+          }
+        }
+      }
+    }
   }
 }
 
