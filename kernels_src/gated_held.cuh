@@ -207,9 +207,26 @@ struct TileStager {
 // FMNMX instead of a compare and two selects (below the clamp the o3 gate
 // gave s = q = 0, this s = 1e-15 and |q| = |la| / s < 1e-15: nothing at
 // 16-bit precision).
-// The rescans that recompute a use HalfTanh, RgLruLa and ExpDecay as the
-// local pass, so they get the same a.
-__device__ __forceinline__ float HalfTanh(float z) { return TanhApprox(0.5f * z); }
+// The halving z / 2 of both gate inputs goes two at a time (Halved: one
+// HMUL2 per 16-bit pair, exact: a power of two) instead of an FMUL per
+// element; the backward's rescan halves the same words as its local pass,
+// so both get the same la and a.
+template <typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> Halved(const Pack<T, VEC>& p) {
+  static_assert(sizeof(T) == 2, "16-bit packs");
+  Pack<T, VEC> h;
+#pragma unroll
+  for (int k = 0; k < Pack<T, VEC>::kU32; ++k) {
+    if constexpr (scan::IsBF16<T>::value) {
+      const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&p.u[k]), __float2bfloat162_rn(0.5f));
+      h.u[k] = *reinterpret_cast<const unsigned*>(&v);
+    } else {
+      const __half2 v = __hmul2(*reinterpret_cast<const __half2*>(&p.u[k]), __float2half2_rn(0.5f));
+      h.u[k] = *reinterpret_cast<const unsigned*>(&v);
+    }
+  }
+  return h;
+}
 __device__ __forceinline__ float RgLruLa(float sph, float th) { return fmaf(sph, th, sph); }
 struct GateRs {
   float s, rs;  // sqrt(1 - a^2) and its inverse (q = la rs)
@@ -306,13 +323,18 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   for (int i = 0; i < kSteps; ++i) {
     const int row = row0 + i;
     const Pack<T, VEC> pa = pack_at(0, row), pi = pack_at(1, row), px = pack_at(2, row);
+    Pack<T, VEC> pah, pih;  // kLean: ga / 2, gx / 2
+    if constexpr (kLean) {
+      pah = Halved(pa);
+      pih = Halved(pi);
+    }
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       float a, bb;
       if constexpr (kLean) {
-        const float la = RgLruLa(sph[j], HalfTanh(pa.Get(j)));
+        const float la = RgLruLa(sph[j], TanhApprox(pah.Get(j)));
         a = ExpDecay<T>(la);
-        bb = RgLruGateLean(la, a).s * fmaf(0.5f, HalfTanh(pi.Get(j)), 0.5f) * px.Get(j);
+        bb = RgLruGateLean(la, a).s * fmaf(0.5f, TanhApprox(pih.Get(j)), 0.5f) * px.Get(j);
       } else {
         const Gate g = GateFast<T, ORDER == 3>(sp[j] * FastSig<T>(pa.Get(j)).s);
         a = g.a;
@@ -351,7 +373,7 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
         const Pack<T, VEC> pa = pack_at(0, row0 + i);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          const float a = ExpDecay<T>(kLean ? RgLruLa(sph[j], HalfTanh(pa.Get(j))) : sp[j] * FastSig<T>(pa.Get(j)).s);
+          const float a = ExpDecay<T>(sp[j] * FastSig<T>(pa.Get(j)).s);  // not kLean (kHold or kBSmem there)
           s[j] = fmaf(a, s[j], bv[i][j]);
         }
       }
@@ -434,14 +456,17 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) sp[j] *= 0.5f;
   }
-  auto la_of = [&](float ga, int j) { return kLean ? RgLruLa(sp[j], HalfTanh(ga)) : sp[j] * FastSig<T>(ga).s; };
+  // kLean: ga halved (Halved) before; la_of gets ga / 2.
+  auto la_of = [&](float ga, int j) { return kLean ? RgLruLa(sp[j], TanhApprox(ga)) : sp[j] * FastSig<T>(ga).s; };
   OnInterior(interior, [&](auto tag) {
     constexpr bool kIn = decltype(tag)::value;
 #pragma unroll
     for (int i = 0; i < kSteps; ++i) {
       const int row = row_of(i);
       const bool in = kIn || x.base + row >= 0;
-      const Pack<T, VEC> pa = pack_at(0, row), pd = pack_at(1, row);
+      const Pack<T, VEC> pd = pack_at(1, row);
+      Pack<T, VEC> pa = pack_at(0, row);
+      if constexpr (kLean) pa = Halved(pa);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const float a = in ? ExpDecay<T>(la_of(pa.Get(j), j)) : 1.0f;
@@ -466,6 +491,11 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
       if (kIn || t >= 0) {
         const Pack<T, VEC> pa = pack_at(0, row), pd = pack_at(1, row), pi = pack_at(2, row), px = pack_at(3, row),
                            ph = pack_at(4, row);
+        Pack<T, VEC> pah, pih;  // kLean: ga / 2, gx / 2
+        if constexpr (kLean) {
+          pah = Halved(pa);
+          pih = Halved(pi);
+        }
         float dx[VEC], dga[VEC], dgx[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
@@ -476,9 +506,9 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
             // With v = sigmoid(gx) x and 1 / s = rs: q = la rs, so
             // G = g (a hprev la - v a^2 q) = (a g) la (hprev - a v rs), and
             // dgx = g s v (1 - sigmoid(gx)): 4 fewer FMULs than the o3 form.
-            const float th = HalfTanh(pa.Get(j));
+            const float th = TanhApprox(pah.Get(j));
             const float la = RgLruLa(sp[j], th);
-            const float ti = HalfTanh(pi.Get(j));
+            const float ti = TanhApprox(pih.Get(j));
             const float is = fmaf(0.5f, ti, 0.5f);
             float a;
             if constexpr (kHold) {
