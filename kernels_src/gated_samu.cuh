@@ -214,6 +214,22 @@ __device__ __forceinline__ void StoreSmemPack(T* dst, const float (&v)[VEC]) {
 
 // ---- fix-up and finalize ------------------------------------------------------------
 
+// dm_t / W of one token and its controller contributions (dz_r m, dz_r,
+// dz_i m, dz_i), from the token's sums over all W channels (sum G, sum g s
+// beta x, sum x).
+struct SamuShare {
+  float share;
+  float contrib[4];
+};
+__device__ __forceinline__ SamuShare SamuShareOf(const SamuParams& p, const float (&sums)[3]) {
+  const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
+  const float m = sums[2] / static_cast<float>(p.width);
+  const float zr = fmaf(w_r, m, b_r), zi = fmaf(w_i, m, b_i);
+  const float dz_r = sums[0] * SigmoidAccurate(-zr);
+  const float dz_i = sums[1] * (SigmoidAccurate(zi) * SigmoidAccurate(-zi));
+  return {fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width), {dz_r * m, dz_r, dz_i * m, dz_i}};
+}
+
 // One warp per token: reduces the token's unit sums (in unit order per lane,
 // then a fixed butterfly), forms dz_r, dz_i and dm_t, adds dm_t / W to the
 // token's dx row, and the block writes its controller partials.
@@ -235,16 +251,10 @@ __device__ __forceinline__ void SamuFixup(const SamuParams& p) {
     }
 #pragma unroll
     for (int n = 0; n < 3; ++n) sums[n] = RowSum<32>(sums[n]);
-    const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
-    const float m = sums[2] / static_cast<float>(p.width);
-    const float zr = fmaf(w_r, m, b_r), zi = fmaf(w_i, m, b_i);
-    const float dz_r = sums[0] * SigmoidAccurate(-zr);
-    const float dz_i = sums[1] * (SigmoidAccurate(zi) * SigmoidAccurate(-zi));
-    const float share = fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width);
-    contrib[0] = dz_r * m;
-    contrib[1] = dz_r;
-    contrib[2] = dz_i * m;
-    contrib[3] = dz_i;
+    const SamuShare sh = SamuShareOf(p, sums);
+    const float share = sh.share;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) contrib[n] = sh.contrib[n];
     const bool aligned = p.width % VEC == 0 && PackAligned<T, VEC>(p.dx);
     T* row = static_cast<T*>(p.dx) + token * p.width;
     for (long long c0 = lane * VEC; c0 < p.width; c0 += 32 * VEC) {
@@ -273,10 +283,10 @@ __device__ __forceinline__ void SamuFixup(const SamuParams& p) {
 // controller scalars, summed over the fix-up blocks' rows (fixed tree).
 // FIXUP: the look-back's dm_t / W came from the fix-up kernel (the
 // `lookback` family): one controller row per fix-up block. PACKED: its _o2
-// workspace (gated_layout.h).
-template <int UNIT, int TILE, bool FIXUP = false, bool PACKED = false>
+// workspace (gated_layout.h). FOLD: _o4's, one controller row per group.
+template <int UNIT, int TILE, bool FIXUP = false, bool PACKED = false, bool FOLD = false>
 __device__ __forceinline__ void SamuFinalize(const SamuParams& p) {
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, FIXUP, PACKED);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, FIXUP, PACKED, FOLD);
   if (static_cast<long long>(blockIdx.x) * 32 < p.width) {
     float* const out[3] = {p.dlambda, p.dbeta, p.dgamma};
     FinalizeParams<3>(reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.param_offset),

@@ -1,0 +1,156 @@
+// samu `lookback` _o4: the backward's fix-up folded into the backward scan
+// (included by gated_scan.cuh after gated_held.cuh, whose _o3 kernels it
+// runs). _o3's backward writes dx without dm_t / W and a fix-up kernel
+// reads every dx row back from DRAM and writes it again (4 B per element,
+// ~20 us of 160 at 4x2048x2048 under Nsight Compute; bench/NOTES.md,
+// session 5). Here the scan's blocks add dm_t / W themselves, to rows that
+// other blocks of the same kernel wrote moments earlier (still in L2):
+//
+// A group is the strips of one (b, tile): blocks (., b, z) of a (strips, B,
+// tiles + 1) grid, z counting tiles in scan order (the backward scans the
+// last tile first). Each scanning block runs _o3's backward unchanged
+// (SamuBackwardHeld: dx without dm_t / W, per-(token, strip) sums,
+// parameter partials), then arrives at its group's counter; the group's
+// last arriver sums the group's token sums (strips in order, as the fix-up
+// kernel does), writes the tokens' dm_t / W and the group's controller row,
+// and raises the group's ready flag (tagged with the launch's epoch, so the
+// flags are zeroed only once). Then every block adds dm_t / W to its own
+// strip of the group scanned just before it (z - 1), once that group is
+// ready; the grid's extra z-slice only fixes the group scanned last.
+// No deadlock: a block waits only for blocks of a smaller z (the look-back
+// and the ready flag of group z - 1), which were dispatched before it, the
+// assumption the look-back's block-index order already makes.
+#pragma once
+
+namespace gated {
+
+// This block's arrival at group (b, z) (scan) and its fix-up of its strip of
+// group (b, z - 1). tag: the launch's epoch tag; s_share: TILE floats of
+// shared memory that nothing else reads any more.
+template <typename T, int THREADS, int STRIP, int TILE>
+__device__ __forceinline__ void SamuFoldFixup(const SamuParams& p, const Layout& lay, long long b, long long z,
+                                              long long c_strip, unsigned tag, bool scan, float* s_share) {
+  constexpr int kWarps = THREADS / 32;
+  char* ws = static_cast<char*>(p.workspace);
+  unsigned* counters = reinterpret_cast<unsigned*>(ws + lay.fold_offset);
+  unsigned* ready = counters + lay.parts;
+  float* shares = reinterpret_cast<float*>(ws + lay.share_offset) + b * p.length;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  __shared__ unsigned s_last;
+  __shared__ float s_ctrl[kWarps][4];
+  if (scan) {
+    const long long g = b * lay.tiles + z;
+    __threadfence();  // this thread's token sums, before the block's arrival
+    __syncthreads();
+    if (tid == 0) {
+      s_last = atomicAdd(counters + g, 1u) == static_cast<unsigned>(lay.strips - 1);
+      if (s_last) counters[g] = 0;  // every strip of this launch has arrived
+    }
+    __syncthreads();
+    if (s_last) {
+      __threadfence();
+      const float* tok = reinterpret_cast<const float*>(ws + lay.token_offset);
+      const long long base = p.length - (z + 1) * TILE;
+      float contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int r = warp; r < TILE; r += kWarps) {
+        const long long t = base + r;
+        if (t < 0) continue;  // warp-uniform
+        const float* row = tok + (b * p.length + t) * lay.strips * kSamuTokenSums;
+        float sums[3] = {0.0f, 0.0f, 0.0f};
+        for (long long k = lane; k < lay.strips; k += 32) {
+#pragma unroll
+          for (int n = 0; n < 3; ++n) sums[n] += __ldcg(row + k * kSamuTokenSums + n);
+        }
+#pragma unroll
+        for (int n = 0; n < 3; ++n) sums[n] = RowSum<32>(sums[n]);
+        const SamuShare sh = SamuShareOf(p, sums);
+        if (lane == 0) __stcg(shares + t, sh.share);
+#pragma unroll
+        for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
+      }
+      if (lane == 0) {
+#pragma unroll
+        for (int n = 0; n < 4; ++n) s_ctrl[warp][n] = contrib[n];
+      }
+      __syncthreads();
+      if (tid < 4) {
+        float total = 0.0f;
+        for (int w = 0; w < kWarps; ++w) total += s_ctrl[w][tid];
+        reinterpret_cast<float*>(ws + lay.ctrl_offset)[g * 4 + tid] = total;
+      }
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) scan::StoreRelease(ready + g, tag + kFlagAggregate);
+    }
+  }
+  if (z == 0) return;  // the group scanned first: none before it
+  if (tid == 0) {
+    while (scan::LoadAcquire(ready + b * lay.tiles + z - 1) != tag + kFlagAggregate) {
+    }
+  }
+  __syncthreads();
+  const long long base = p.length - z * TILE;  // group z - 1's first row
+  for (int r = tid; r < TILE; r += THREADS) s_share[r] = base + r >= 0 ? __ldcg(shares + base + r) : 0.0f;
+  __syncthreads();
+  constexpr int kE = 16 / int(sizeof(T));
+  constexpr int kChunks = STRIP / kE;  // 16-byte chunks per strip row
+  const bool whole = ChunkAligned<T>(p.dx, p.width) && c_strip + STRIP <= p.width;
+  T* dx = static_cast<T*>(p.dx) + b * p.length * p.width + c_strip;
+  for (int q = tid; q < TILE * kChunks; q += THREADS) {
+    const int r = q / kChunks, k = q % kChunks;
+    const long long t = base + r;
+    if (t < 0) continue;
+    const float share = s_share[r];
+    T* at = dx + t * p.width + k * kE;
+    if (whole) {
+      uint4* v = reinterpret_cast<uint4*>(at);
+      const uint4 o = ChunkAdd<T>(__ldcg(v), share);
+      const unsigned ou[4] = {o.x, o.y, o.z, o.w};
+      scan::WordIO<uint4>::Store(v, ou);
+    } else {
+      for (int e = 0; e < kE && c_strip + k * kE + e < p.width; ++e) {
+        at[e] = scan::FromFloat<T>(scan::ToFloat(__ldcg(at + e)) + share);
+      }
+    }
+  }
+}
+
+}  // namespace gated
+
+// grid (strips, B, tiles + 1): the backward scan of order BASE (3, or 2 for
+// fp32, where the two are the same) plus the folded fix-up; the last z-slice
+// only fixes up (and arrives at the launch epoch, which counts every block
+// of the grid).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int BASE>
+__global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) samu_bwd_fold(const SamuParams p) {
+  using SP = gated::HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
+  static_assert(SP::kSegs * STRIP >= TILE, "the combine's s_A holds the shares of a tile");
+  extern __shared__ __align__(16) unsigned char smem[];
+  float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
+  unsigned* s_tag = reinterpret_cast<unsigned*>(s_A + 2 * SP::kSegs * STRIP + STRIP);  // StartTile's s_ticket
+  const gated::Layout lay = gated::MakeLayout(p.batch, p.length, p.width, STRIP, TILE, gated::kSamuParams, true,
+                                              true, true, true);
+  const bool scanning = blockIdx.z + 1 < gridDim.z;
+  if (scanning) {
+    static_assert(BASE == 2 || BASE == 3, "the fold runs a packed (block-index, epoch) backward");
+    gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, false, BASE>(p);
+  } else {
+    scan::GridDependencyWait();
+    scan::LaunchDependents();
+    unsigned* header = static_cast<unsigned*>(p.workspace);
+    if (threadIdx.x == 0) {
+      *s_tag = scan::EpochTag(header);
+      scan::FinishEpoch(header, atomicAdd(header + 1, 1u), gridDim.x * gridDim.y * gridDim.z);
+    }
+    __syncthreads();
+  }
+  gated::SamuFoldFixup<T, THREADS, STRIP, TILE>(p, lay, blockIdx.y, blockIdx.z, static_cast<long long>(blockIdx.x) * STRIP,
+                                                *s_tag, scanning, s_A);
+}
+// grid ceil(W / 32) + 1 blocks of 1024 threads: controller rows per group.
+template <typename T, int UNIT, int TILE>
+__global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_finalize_fold(const SamuParams p) {
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  gated::SamuFinalize<UNIT, TILE, true, true, true>(p);
+}
