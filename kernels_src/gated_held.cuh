@@ -959,14 +959,24 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED, ORDER >= 2);
   const auto x = StartTile<STRIP, TILE, true, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.dy, p.width) && ChunkAligned<T>(p.h, p.width);
-  StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.dy), p.length, p.width, x.b, x.c_strip, x.base, 0,
-                                     chunks);
-  CpAsyncCommit();
-  StageRows<T, THREADS, STRIP, TILE>(s_in + TILE * STRIP, static_cast<const T*>(p.x), p.length, p.width, x.b,
-                                     x.c_strip, x.base, 0, chunks);
-  StageRows<T, THREADS, STRIP, TILE>(s_in + 2 * TILE * STRIP, static_cast<const T*>(p.h), p.length, p.width, x.b,
-                                     x.c_strip, x.base, 1, chunks);
-  CpAsyncCommit();
+  const T* srcs[3] = {static_cast<const T*>(p.dy), static_cast<const T*>(p.x), static_cast<const T*>(p.h)};
+  // dy (group 0), then x and h_{t-1} (group 1); h is staged one row back, so
+  // TileStager's whole tiles need base >= 1 (as rglru's backward).
+  if (chunks && x.base >= 1 && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {
+    const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+      st.Stage(s_in + k * TILE * STRIP, srcs[k], k == 2 ? 1 : 0, p.width);
+      if (k != 1) CpAsyncCommit();
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 3; ++k) {
+      StageRows<T, THREADS, STRIP, TILE>(s_in + k * TILE * STRIP, srcs[k], p.length, p.width, x.b, x.c_strip, x.base,
+                                         k == 2 ? 1 : 0, chunks);
+      if (k != 1) CpAsyncCommit();
+    }
+  }
   const int tid = threadIdx.x;
   const int lane = tid % kLanes;
   const int seg = tid / kLanes;
@@ -998,6 +1008,8 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   // Interior (backward): every row at t >= 1 (h_{t-1} staged), the strip inside W.
   const bool interior = Interior<STRIP, TILE>(x.base - 1, p.length, x.c_strip, p.width, l.wide);
   constexpr bool kHold = kHoldA<kSteps, VEC>;
+  // _o3 / _o4 at 16 bits: the lean element (below).
+  constexpr bool kLean = ORDER >= 3 && sizeof(T) == 2;
   float av[kHold ? kSteps : 1][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
@@ -1050,21 +1062,40 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
       } else {
         a = (kIn || t >= 0) ? ExpDecay<T>(la) : 1.0f;  // as the local pass
       }
-      const Gate gate = GateFromA<T, ORDER == 3>(la, a);
       const float hprev = (kIn || t > 0) ? ph.Get(j) : h0v[j];
       const float xv = px.Get(j), dy = pd.Get(j);
       const float g = fmaf(ch.gamma[j], dy, u[j]);
-      const float v = ri.y * ch.beta[j] * xv;
-      const float big_g = g * (gate.a * hprev * la - v * gate.a * gate.a * gate.q);
-      const float gs = g * gate.s;
-      acc[0][j] = fmaf(big_g, ch.ratio[j], acc[0][j]);
-      acc[1][j] = fmaf(gs * ri.y, xv, acc[1][j]);
-      acc[2][j] = fmaf(dy, fmaf(gate.a, hprev, gate.s * v), acc[2][j]);
-      sums[0] += big_g;
-      sums[1] = fmaf(gs * ch.beta[j], xv, sums[1]);
-      sums[2] += xv;
-      u[j] = gate.a * g;
-      dx[j] = gs * ri.y * ch.beta[j];
+      if constexpr (kLean) {
+        // rglru's regrouping (RgLruBackwardHeld): with 1 / s = rs, q = la rs and
+        // G = g (a hprev la - v a^2 q) = (a g) la (hprev - a v rs); i beta once.
+        const GateRs gate = RgLruGateLean(la, a);
+        const float ib = ri.y * ch.beta[j];
+        const float v = ib * xv;
+        u[j] = a * g;
+        const float big_g = (u[j] * la) * fmaf(-v * gate.rs, a, hprev);
+        const float gs = g * gate.s;
+        const float gsx = gs * xv;
+        acc[0][j] = fmaf(big_g, ch.ratio[j], acc[0][j]);
+        acc[1][j] = fmaf(gsx, ri.y, acc[1][j]);
+        acc[2][j] = fmaf(dy, fmaf(a, hprev, gate.s * v), acc[2][j]);
+        sums[0] += big_g;
+        sums[1] = fmaf(gsx, ch.beta[j], sums[1]);
+        sums[2] += xv;
+        dx[j] = gs * ib;
+      } else {
+        const Gate gate = GateFromA<T, ORDER >= 3>(la, a);
+        const float v = ri.y * ch.beta[j] * xv;
+        const float big_g = g * (gate.a * hprev * la - v * gate.a * gate.a * gate.q);
+        const float gs = g * gate.s;
+        acc[0][j] = fmaf(big_g, ch.ratio[j], acc[0][j]);
+        acc[1][j] = fmaf(gs * ri.y, xv, acc[1][j]);
+        acc[2][j] = fmaf(dy, fmaf(gate.a, hprev, gate.s * v), acc[2][j]);
+        sums[0] += big_g;
+        sums[1] = fmaf(gs * ch.beta[j], xv, sums[1]);
+        sums[2] += xv;
+        u[j] = gate.a * g;
+        dx[j] = gs * ri.y * ch.beta[j];
+      }
     }
     if constexpr (kLanes >= 16) {
       // Two rows' 3 sums at a time by RowSums8 (9 shuffles for 2 rows, not 30).
