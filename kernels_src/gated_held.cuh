@@ -390,6 +390,8 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
 
 // Backward: stages ga, dh (group 0) and gx, x, h_{t-1} (group 1, in flight
 // during the local pass and the look-back); the local pass keeps a.
+template <typename T>
+constexpr int RgLruMinBlocksBwd(int threads, int vec, int strip, int tile);
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 5>;
@@ -445,7 +447,10 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   auto row_of = [&](int i) { return TILE - 1 - (seg * kSteps + i); };
   // Interior (backward): every row at t >= 1, so h_{t-1} is always the staged one.
   const bool interior = Interior<STRIP, TILE>(x.base - 1, p.length, x.c_strip, p.width, l.wide);
-  constexpr bool kHold = kHoldA<kSteps, VEC>;
+  // a held where kHoldA allows, and also where shared memory limits the
+  // block to 2 per SM (items 16: 5 staged inputs of 256 rows): there the
+  // register bound is 128, not 64, and the rescan's ex2 per element goes.
+  constexpr bool kHold = kHoldA<kSteps, VEC> || RgLruMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE) <= 2;
   float av[kHold ? kSteps : 1][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
