@@ -302,7 +302,7 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     if (IsFused(variant) || IsPacked(variant)) {
       RETURN_IF_ERROR(CheckGrid(s.batch, kMaxGridY, "grid.y (batch)"));
-      RETURN_IF_ERROR(CheckGrid(lay.tiles + (IsFold(variant) ? 1 : 0), kMaxGridY, "grid.z (time tiles)"));
+      RETURN_IF_ERROR(CheckGrid(lay.tiles + (IsFold(variant) ? gated::kFoldLag : 0), kMaxGridY, "grid.z (time tiles)"));
     }
     if (lay.seqs * lay.tiles > kMaxTickets) {
       return ResourceExhausted(std::string(AlgorithmName(v.algorithm)) + " needs " + std::to_string(lay.seqs * lay.tiles) + " tiles, over 2^30");
@@ -401,9 +401,9 @@ class GatedPlannerImpl final : public OpPlanner {
           scan_z);
     }
     if (HasBwd(problem.mode)) {
-      // _o4: one more z-slice of blocks, which fix up the group scanned last.
+      // _o4: kFoldLag more z-slices of blocks, which fix up the groups scanned last.
       add(Role::kBwdScan, "bwd", scan_x, scan_y, threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype),
-          scan_z + (samu && IsFold(v) ? 1 : 0));
+          scan_z + (samu && IsFold(v) ? gated::kFoldLag : 0));
       add(Role::kFixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
       add(Role::kFinalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
     }

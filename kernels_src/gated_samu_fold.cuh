@@ -7,7 +7,7 @@
 // other blocks of the same kernel wrote moments earlier (still in L2):
 //
 // A group is the strips of one (b, tile): blocks (., b, z) of a (strips, B,
-// tiles + 1) grid, z counting tiles in scan order (the backward scans the
+// tiles + kFoldLag) grid, z counting tiles in scan order (the backward scans the
 // last tile first). Each scanning block runs _o3's backward unchanged
 // (SamuBackwardHeld: dx without dm_t / W, per-(token, strip) sums,
 // parameter partials), then arrives at its group's counter; the group's
@@ -15,18 +15,21 @@
 // kernel does), writes the tokens' dm_t / W and the group's controller row,
 // and raises the group's ready flag (tagged with the launch's epoch, so the
 // flags are zeroed only once). Then every block adds dm_t / W to its own
-// strip of the group scanned just before it (z - 1), once that group is
-// ready; the grid's extra z-slice only fixes the group scanned last.
+// strip of the group scanned kFoldLag groups before it (z - kFoldLag), once
+// that group is ready; the grid's kFoldLag extra z-slices only fix the
+// groups scanned last. (With a lag of 1 the blocks of a group waited, SM
+// slots held, for the previous group's last arriver: +60% backward time on
+// the H200, bench/NOTES.md session 5; two groups back it is long done.)
 // No deadlock: a block waits only for blocks of a smaller z (the look-back
-// and the ready flag of group z - 1), which were dispatched before it, the
-// assumption the look-back's block-index order already makes.
+// and the ready flag of group z - kFoldLag), which were dispatched before
+// it, the assumption the look-back's block-index order already makes.
 #pragma once
 
 namespace gated {
 
 // This block's arrival at group (b, z) (scan) and its fix-up of its strip of
-// group (b, z - 1). tag: the launch's epoch tag; s_share: TILE floats of
-// shared memory that nothing else reads any more.
+// group (b, z - kFoldLag). tag: the launch's epoch tag; s_share: TILE floats
+// of shared memory that nothing else reads any more.
 template <typename T, int THREADS, int STRIP, int TILE>
 __device__ __forceinline__ void SamuFoldFixup(const SamuParams& p, const Layout& lay, long long b, long long z,
                                               long long c_strip, unsigned tag, bool scan, float* s_share) {
@@ -52,21 +55,38 @@ __device__ __forceinline__ void SamuFoldFixup(const SamuParams& p, const Layout&
       const float* tok = reinterpret_cast<const float*>(ws + lay.token_offset);
       const long long base = p.length - (z + 1) * TILE;
       float contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int r = warp; r < TILE; r += kWarps) {
-        const long long t = base + r;
-        if (t < 0) continue;  // warp-uniform
-        const float* row = tok + (b * p.length + t) * lay.strips * kSamuTokenSums;
-        float sums[3] = {0.0f, 0.0f, 0.0f};
+      // A warp takes kRows rows at a time, every load of them in flight at
+      // once (one L2 round trip per kRows rows, not per row); lanes over
+      // strips in strip order, then a fixed butterfly: the fix-up kernel's sums.
+      constexpr int kRows = 4;
+      for (int r0 = warp * kRows; r0 < TILE; r0 += kWarps * kRows) {
+        float sums[kRows][3];
+#pragma unroll
+        for (int rr = 0; rr < kRows; ++rr) {
+#pragma unroll
+          for (int n = 0; n < 3; ++n) sums[rr][n] = 0.0f;
+        }
         for (long long k = lane; k < lay.strips; k += 32) {
 #pragma unroll
-          for (int n = 0; n < 3; ++n) sums[n] += __ldcg(row + k * kSamuTokenSums + n);
+          for (int rr = 0; rr < kRows; ++rr) {
+            const long long t = base + r0 + rr;
+            if (t < 0 || r0 + rr >= TILE) continue;
+            const float* at = tok + ((b * p.length + t) * lay.strips + k) * kSamuTokenSums;
+#pragma unroll
+            for (int n = 0; n < 3; ++n) sums[rr][n] += __ldcg(at + n);
+          }
         }
 #pragma unroll
-        for (int n = 0; n < 3; ++n) sums[n] = RowSum<32>(sums[n]);
-        const SamuShare sh = SamuShareOf(p, sums);
-        if (lane == 0) __stcg(shares + t, sh.share);
+        for (int rr = 0; rr < kRows; ++rr) {
+          const long long t = base + r0 + rr;
+          if (t < 0 || r0 + rr >= TILE) continue;  // warp-uniform
 #pragma unroll
-        for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
+          for (int n = 0; n < 3; ++n) sums[rr][n] = RowSum<32>(sums[rr][n]);
+          const SamuShare sh = SamuShareOf(p, sums[rr]);
+          if (lane == 0) __stcg(shares + t, sh.share);
+#pragma unroll
+          for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
+        }
       }
       if (lane == 0) {
 #pragma unroll
@@ -83,13 +103,14 @@ __device__ __forceinline__ void SamuFoldFixup(const SamuParams& p, const Layout&
       if (tid == 0) scan::StoreRelease(ready + g, tag + kFlagAggregate);
     }
   }
-  if (z == 0) return;  // the group scanned first: none before it
+  const long long zf = z - kFoldLag;  // the group this block fixes up
+  if (zf < 0 || zf >= lay.tiles) return;
   if (tid == 0) {
-    while (scan::LoadAcquire(ready + b * lay.tiles + z - 1) != tag + kFlagAggregate) {
+    while (scan::LoadAcquire(ready + b * lay.tiles + zf) != tag + kFlagAggregate) {
     }
   }
   __syncthreads();
-  const long long base = p.length - z * TILE;  // group z - 1's first row
+  const long long base = p.length - (zf + 1) * TILE;  // group zf's first row
   for (int r = tid; r < TILE; r += THREADS) s_share[r] = base + r >= 0 ? __ldcg(shares + base + r) : 0.0f;
   __syncthreads();
   constexpr int kE = 16 / int(sizeof(T));
@@ -117,10 +138,10 @@ __device__ __forceinline__ void SamuFoldFixup(const SamuParams& p, const Layout&
 
 }  // namespace gated
 
-// grid (strips, B, tiles + 1): the backward scan of order BASE (3, or 2 for
-// fp32, where the two are the same) plus the folded fix-up; the last z-slice
-// only fixes up (and arrives at the launch epoch, which counts every block
-// of the grid).
+// grid (strips, B, tiles + kFoldLag): the backward scan of order BASE (3, or
+// 2 for fp32, where the two are the same) plus the folded fix-up; the last
+// kFoldLag z-slices only fix up (and arrive at the launch epoch, which counts
+// every block of the grid).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int BASE>
 __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) samu_bwd_fold(const SamuParams p) {
   using SP = gated::HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
@@ -130,7 +151,7 @@ __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, V
   unsigned* s_tag = reinterpret_cast<unsigned*>(s_A + 2 * SP::kSegs * STRIP + STRIP);  // StartTile's s_ticket
   const gated::Layout lay = gated::MakeLayout(p.batch, p.length, p.width, STRIP, TILE, gated::kSamuParams, true,
                                               true, true, true);
-  const bool scanning = blockIdx.z + 1 < gridDim.z;
+  const bool scanning = blockIdx.z < gridDim.z - gated::kFoldLag;
   if (scanning) {
     static_assert(BASE == 2 || BASE == 3, "the fold runs a packed (block-index, epoch) backward");
     gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, false, BASE>(p);
