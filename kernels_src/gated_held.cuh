@@ -844,8 +844,14 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       return StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
     }
   }();
-  StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
-                                     ChunkAligned<T>(p.x, p.width));
+  const bool chunks = ChunkAligned<T>(p.x, p.width);
+  if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
+    const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
+    st.Stage(s_in, static_cast<const T*>(p.x), 0, p.width);
+  } else {
+    StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
+                                       chunks);
+  }
   CpAsyncCommit();
   const int tid = threadIdx.x;
   const int lane = tid % kLanes;
@@ -882,10 +888,11 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
+  // Rows past L have (r_t, i_t) = 0 (s_ri), so a = exp(0) = 1 and b = 0
+  // there without a per-row test (and they follow every stored row).
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int row = row0 + i;
-    const bool in = x.base + row < p.length;
     const float2 ri = s_ri[row];
     const Pack<T, VEC> px = *reinterpret_cast<const Pack<T, VEC>*>(s_in + row * STRIP + lane * VEC);
 #pragma unroll
@@ -893,7 +900,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       // (_o3's tanh gate here only where a is held: with b alone held, 16 steps,
       // it spilled 52-56 bytes at 80 registers.)
       const Gate g = GateFast<T, ORDER == 3 && kHold>(sp[j] * ri.x);
-      const float a = in ? g.a : 1.0f;
+      const float a = g.a;
       const float bb = g.s * ri.y * beta[j] * px.Get(j);  // 0 past L (i = 0)
       if constexpr (kHold) av[i][j] = a;
       bv[i][j] = bb;
