@@ -47,6 +47,7 @@ seed="$root/tests/integration/data/seed_001.json"
   --out "$out/mixer.json" --seed-file "$seed" "$@" 2>"$out/mixer_bench.log" | tee "$out/mixer_table.txt"
 rc=${PIPESTATUS[0]}
 tail -5 "$out/mixer_bench.log"
+$cli records --state OK --limit 2000 >"$out/records_ok.txt" 2>&1
 # The daemon stops first: its last writes sit in the WAL until it closes the database.
 kill $daemon 2>/dev/null; wait $daemon 2>/dev/null
 cp "$db" "$out/scantune-mixer.db" 2>/dev/null
