@@ -157,7 +157,16 @@ int64_t SmemBytes(const Variant& variant, DType dtype, int staged_inputs) {
   return staged + (2 * segs * strip + strip) * 4 + 16;
 }
 // rglru fwd: ga, gx, x; bwd: ga, dh, gx, x, h. samu fwd: x; bwd: dy, x, h.
-int64_t FwdSmem(const Variant& v, Op op, DType dtype) { return SmemBytes(v, dtype, IsSamu(op) ? 1 : 3); }
+// samu's 16-bit forward at _o3 / _o4 with a not held (items x vec > 16) keeps
+// b in a TILE x STRIP fp32 region after the combine (gated_held.cuh,
+// SamuBInSmem): the combine's end rounded to 16 bytes, then the region.
+int64_t FwdSmem(const Variant& variant, Op op, DType dtype) {
+  const int64_t base = SmemBytes(variant, dtype, IsSamu(op) ? 1 : 3);
+  const Variant v = HeldOf(variant);
+  const bool b_smem = IsSamu(op) && v.algorithm == Algorithm::kLookback && v.order >= 3 && ElementBytes(dtype) == 2 &&
+                      v.items * v.vec > 16;
+  return b_smem ? (base + 15) / 16 * 16 + int64_t{TileOfLookback(v)} * StripOf(v) * 4 : base;
+}
 int64_t BwdSmem(const Variant& v, Op op, DType dtype) { return SmemBytes(v, dtype, IsSamu(op) ? 3 : 5); }
 
 Status CheckGrid(int64_t blocks, int64_t limit, const char* what) {

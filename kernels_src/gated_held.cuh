@@ -844,6 +844,16 @@ __device__ __forceinline__ void SamuMeetBackward(const SamuParams& p, const Layo
   }
 }
 
+// Where samu's forward keeps b at 16 bits and _o3 / _o4 when a is not held
+// (items x vec > 16): in its own fp32 region of shared memory after the
+// combine (TILE x STRIP floats, counted by the plan; each thread's slots
+// only its own), not in 32 registers: the local pass can take the tanh gate (with b
+// held it spilled 52-56 bytes at 80 registers) and 4 blocks of 256 fit (64
+// registers, SamuMinBlocksFwd), for one STS + one LDS per element.
+constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
+  return order >= 3 && elem_bytes == 2 && steps * vec > 16;
+}
+
 // Forward: stages x (2 B per element at bf16); (r_t, i_t) of the thread's
 // rows are loaded before the staging wait; (a, b) stay in registers.
 // FUSED (the `fused` family): no control kernel before it; the strips of
@@ -907,7 +917,9 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
 
   const bool interior = Interior<STRIP, TILE>(x.base, p.length, x.c_strip, p.width, l.wide);
   constexpr bool kHold = kHoldA<kSteps, VEC>;
-  float av[kHold ? kSteps : 1][VEC], bv[kSteps][VEC];
+  constexpr bool kBSmem = !FUSED && SamuBInSmem(ORDER, int(sizeof(T)), kSteps, VEC);
+  float* s_b = reinterpret_cast<float*>(smem + SP::kCombineOffset + ((2 * kSegs * STRIP + STRIP) * 4 + 16 + 15) / 16 * 16);
+  float av[kHold ? kSteps : 1][VEC], bv[kBSmem ? 1 : kSteps][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
@@ -922,11 +934,15 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     for (int j = 0; j < VEC; ++j) {
       // (_o3's tanh gate here only where a is held: with b alone held, 16 steps,
       // it spilled 52-56 bytes at 80 registers.)
-      const Gate g = GateFast<T, ORDER == 3 && kHold>(sp[j] * ri.x);
+      const Gate g = GateFast<T, ORDER >= 3 && (kHold || kBSmem)>(sp[j] * ri.x);
       const float a = g.a;
       const float bb = g.s * ri.y * beta[j] * px.Get(j);  // 0 past L (i = 0)
       if constexpr (kHold) av[i][j] = a;
-      bv[i][j] = bb;
+      if constexpr (kBSmem) {
+        s_b[row * STRIP + lane * VEC + j] = bb;
+      } else {
+        bv[i][j] = bb;
+      }
       A[j] *= a;
       H[j] = fmaf(a, H[j], bb);
     }
@@ -953,7 +969,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       } else {
         a = ExpDecay<T>(sp[j] * r);  // as the local pass (rows past L: not stored)
       }
-      s[j] = fmaf(a, s[j], bv[i][j]);
+      s[j] = fmaf(a, s[j], kBSmem ? s_b[(row0 + i) * STRIP + lane * VEC + j] : bv[kBSmem ? 0 : i][j]);
       y[j] = gamma[j] * s[j];
     }
     if (kIn || t < p.length) {
@@ -1307,6 +1323,12 @@ template <typename T>
 constexpr int RgLruMinBlocksBwd(int threads, int vec, int strip, int tile) {
   return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 5, DecayConstBytes(strip, true), false);
 }
+// samu's forward: 4 blocks of 256 (64 registers) where b is in shared memory (SamuBInSmem), else HeldMinBlocks.
+template <typename T, int ORDER>
+constexpr int SamuMinBlocksFwd(int threads, int vec, int strip, int tile) {
+  const int steps = tile / (threads / (strip / vec));
+  return threads >= 256 && SamuBInSmem(ORDER, int(sizeof(T)), steps, vec) ? 4 : HeldMinBlocks(threads, vec, strip, tile);
+}
 template <typename T>
 constexpr int SamuMinBlocksBwd(int threads, int vec, int strip, int tile) {
   return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 3, tile * 8 + DecayConstBytes(strip, true),
@@ -1335,7 +1357,7 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
   gated::SamuControlFast<T>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
-__global__ void __launch_bounds__(THREADS, gated::HeldMinBlocks(THREADS, VEC, STRIP, TILE)) samu_fwd_held(const SamuParams p) {
+__global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE)) samu_fwd_held(const SamuParams p) {
   gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
