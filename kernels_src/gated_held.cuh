@@ -271,7 +271,8 @@ constexpr bool RgLruBInStaging(int order, int elem_bytes, int steps, int vec, in
 }
 
 // Forward: stages ga, gx, x (6 B per element at bf16); each thread's (a, b)
-// stay in registers from the local pass to the rescan.
+// stay in registers from the local pass to the rescan (or a in registers and
+// b in the staging: RgLruBInStaging; or b alone, a recomputed).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
