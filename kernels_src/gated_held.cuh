@@ -956,6 +956,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   const long long off0 = (x.b * p.length + x.base + row0) * p.width + c0;
   OnInterior(interior, [&](auto tag) {
   constexpr bool kIn = decltype(tag)::value;
+  const Lanes le = EdgeLanes<kIn>(l);  // as rglru's rescans
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const long long t = x.base + row0 + i;
@@ -975,9 +976,9 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     }
     if (kIn || t < p.length) {
       const long long off = off0 + i * p.width;
-      StorePack<T, VEC>(static_cast<T*>(p.h) + off, s, kIn || l.wide, l.nvalid);
-      StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, kIn || l.wide, l.nvalid);
-      if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
+      StorePack<T, VEC>(static_cast<T*>(p.h) + off, s, kIn || le.wide, le.nvalid);
+      StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, kIn || le.wide, le.nvalid);
+      if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, le);
     }
   }
   });
@@ -1094,6 +1095,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   OnInterior(interior, [&](auto tag) {
   constexpr bool kIn = decltype(tag)::value;
   T* __restrict__ o_dx = static_cast<T*>(p.dx) + off0;  // running row pointer
+  const Lanes le = EdgeLanes<kIn>(l);  // as rglru's rescans
   float pend[8];  // RowSums8: the 3 sums of an even and an odd step, 2 zeros
 #pragma unroll
   for (int i = 0; i < kSteps; ++i, o_dx -= p.width) {
@@ -1191,9 +1193,9 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
         // This thread's own dy slot: only it reads dy there, and it just did.
         StoreSmemPack<T, VEC>(s_in + row * STRIP + lane * VEC, dx);
       } else {
-        StorePack<T, VEC>(o_dx, dx, kIn || l.wide, l.nvalid);
+        StorePack<T, VEC>(o_dx, dx, kIn || le.wide, le.nvalid);
       }
-      if (!kIn && t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, l);
+      if (!kIn && t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, le);
     }
   }
   });
