@@ -48,9 +48,6 @@ constexpr int kFixupThreads = 256;
 constexpr int kFixupTokensPerBlock = kFixupThreads / 32;
 // Threads of the finalize kernel (32 channels per block, THREADS / 32 slices over parts).
 constexpr int kFinalizeThreads = 1024;
-// samu _o4: a block fixes up the group (b, tile) scanned this many groups
-// before its own (gated_samu_fold.cuh); the grid has as many extra z-slices.
-constexpr int kFoldLag = 2;
 // Number of per-channel parameters with gradients: rglru Lambda; samu lambda, beta, gamma.
 constexpr int kRgLruParams = 1;
 constexpr int kSamuParams = 3;

@@ -7,7 +7,7 @@
 // other blocks of the same kernel wrote moments earlier (still in L2):
 //
 // A group is the strips of one (b, tile): blocks (., b, z) of a (strips, B,
-// tiles + kFoldLag) grid, z counting tiles in scan order (the backward scans the
+// tiles + lag) grid, z counting tiles in scan order (the backward scans the
 // last tile first). Each scanning block runs _o3's backward unchanged
 // (SamuBackwardHeld: dx without dm_t / W, per-(token, strip) sums,
 // parameter partials), then arrives at its group's counter; the group's
@@ -15,24 +15,26 @@
 // kernel does), writes the tokens' dm_t / W and the group's controller row,
 // and raises the group's ready flag (tagged with the launch's epoch, so the
 // flags are zeroed only once). Then every block adds dm_t / W to its own
-// strip of the group scanned kFoldLag groups before it (z - kFoldLag), once
-// that group is ready; the grid's kFoldLag extra z-slices only fix the
-// groups scanned last. (With a lag of 1 the blocks of a group waited, SM
-// slots held, for the previous group's last arriver: +60% backward time on
-// the H200, bench/NOTES.md session 5; two groups back it is long done.)
+// strip of the group scanned `lag` groups before it (z - lag), once that
+// group is ready; the grid's `lag` extra z-slices (gridDim.z - tiles) only
+// fix the groups scanned last. The plan makes the lag longer than a wave of
+// resident blocks spans (FoldLag): a block must not wait, SM slot held, for a
+// group that runs beside it (with lags of 1 and 2 the backward took +45-130%
+// on the H200, bench/NOTES.md session 5).
 // No deadlock: a block waits only for blocks of a smaller z (the look-back
-// and the ready flag of group z - kFoldLag), which were dispatched before
-// it, the assumption the look-back's block-index order already makes.
+// and the ready flag of group z - lag), which were dispatched before it, the
+// assumption the look-back's block-index order already makes.
 #pragma once
 
 namespace gated {
 
 // This block's arrival at group (b, z) (scan) and its fix-up of its strip of
-// group (b, z - kFoldLag). tag: the launch's epoch tag; s_share: TILE floats
-// of shared memory that nothing else reads any more.
+// group (b, z - lag). tag: the launch's epoch tag; s_share: TILE floats of
+// shared memory that nothing else reads any more.
 template <typename T, int THREADS, int STRIP, int TILE>
 __device__ __forceinline__ void SamuFoldFixup(const SamuParams& p, const Layout& lay, long long b, long long z,
-                                              long long c_strip, unsigned tag, bool scan, float* s_share) {
+                                              long long lag, long long c_strip, unsigned tag, bool scan,
+                                              float* s_share) {
   constexpr int kWarps = THREADS / 32;
   char* ws = static_cast<char*>(p.workspace);
   unsigned* counters = reinterpret_cast<unsigned*>(ws + lay.fold_offset);
@@ -103,7 +105,7 @@ __device__ __forceinline__ void SamuFoldFixup(const SamuParams& p, const Layout&
       if (tid == 0) scan::StoreRelease(ready + g, tag + kFlagAggregate);
     }
   }
-  const long long zf = z - kFoldLag;  // the group this block fixes up
+  const long long zf = z - lag;  // the group this block fixes up
   if (zf < 0 || zf >= lay.tiles) return;
   if (tid == 0) {
     while (scan::LoadAcquire(ready + b * lay.tiles + zf) != tag + kFlagAggregate) {
@@ -138,10 +140,10 @@ __device__ __forceinline__ void SamuFoldFixup(const SamuParams& p, const Layout&
 
 }  // namespace gated
 
-// grid (strips, B, tiles + kFoldLag): the backward scan of order BASE (3, or
-// 2 for fp32, where the two are the same) plus the folded fix-up; the last
-// kFoldLag z-slices only fix up (and arrive at the launch epoch, which counts
-// every block of the grid).
+// grid (strips, B, tiles + lag): the backward scan of order BASE (3, or 2 for
+// fp32, where the two are the same) plus the folded fix-up; the last lag
+// z-slices only fix up (and arrive at the launch epoch, which counts every
+// block of the grid).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int BASE>
 __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) samu_bwd_fold(const SamuParams p) {
   using SP = gated::HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
@@ -151,7 +153,7 @@ __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, V
   unsigned* s_tag = reinterpret_cast<unsigned*>(s_A + 2 * SP::kSegs * STRIP + STRIP);  // StartTile's s_ticket
   const gated::Layout lay = gated::MakeLayout(p.batch, p.length, p.width, STRIP, TILE, gated::kSamuParams, true,
                                               true, true, true);
-  const bool scanning = blockIdx.z < gridDim.z - gated::kFoldLag;
+  const bool scanning = blockIdx.z < lay.tiles;
   if (scanning) {
     static_assert(BASE == 2 || BASE == 3, "the fold runs a packed (block-index, epoch) backward");
     gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, false, BASE>(p);
@@ -165,8 +167,8 @@ __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, V
     }
     __syncthreads();
   }
-  gated::SamuFoldFixup<T, THREADS, STRIP, TILE>(p, lay, blockIdx.y, blockIdx.z, static_cast<long long>(blockIdx.x) * STRIP,
-                                                *s_tag, scanning, s_A);
+  gated::SamuFoldFixup<T, THREADS, STRIP, TILE>(p, lay, blockIdx.y, blockIdx.z, gridDim.z - lay.tiles,
+                                                static_cast<long long>(blockIdx.x) * STRIP, *s_tag, scanning, s_A);
 }
 // grid ceil(W / 32) + 1 blocks of 1024 threads: controller rows per group.
 template <typename T, int UNIT, int TILE>

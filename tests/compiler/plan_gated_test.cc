@@ -349,7 +349,7 @@ TEST(GatedPlan, PackedOrderGeometry) {
 }
 
 // samu _o4: _o3's forward, the backward scan with the fix-up folded in on a
-// (strips, B, tiles + kFoldLag) grid, no fix-up kernel, one controller row per
+// (strips, B, tiles + lag) grid, no fix-up kernel, one controller row per
 // (b, tile) group; the whole workspace zeroed once. fp32 runs _o2's kernels.
 TEST(GatedPlan, FoldGeometry) {
   const DeviceLimits h200;
@@ -363,7 +363,8 @@ TEST(GatedPlan, FoldGeometry) {
   EXPECT_EQ(plan->launches[1].grid[2], 2048u / 128);
   EXPECT_EQ(plan->launches[2].grid[0], 2048u / 64);
   EXPECT_EQ(plan->launches[2].grid[1], 4u);
-  EXPECT_EQ(plan->launches[2].grid[2], 2048u / 128 + gated::kFoldLag);
+  // The lag: more z-slices than a wave of 4 blocks per SM spans (32 strips x 4 batches per slice).
+  EXPECT_EQ(plan->launches[2].grid[2], 2048u / 128 + (4 * 132 + 127) / 128 + 1);
   const gated::Layout o3 = gated::MakeLayout(4, 2048, 2048, 64, 128, 3, true, true, true);
   const gated::Layout lay = gated::MakeLayout(4, 2048, 2048, 64, 128, 3, true, true, true, true);
   // _o3's offsets (its backward scan runs unchanged), then the fold's sections.
@@ -382,7 +383,7 @@ TEST(GatedPlan, FoldGeometry) {
       MakePlan(Parsed("lookback_v2_t256_s8_i16_o4"), MakeProblem(Op::kSamu, {1, 100, 70}, DType::kF32), h200);
   ASSERT_TRUE(f32.ok()) << f32.status().ToString();
   EXPECT_EQ(f32->launches[2].name_expression, "samu_bwd_fold<float, 2, 256, 64, 128, 2>");
-  EXPECT_EQ(f32->launches[2].grid[2], 1u + gated::kFoldLag);  // one tile, the fix-up slices
+  EXPECT_EQ(f32->launches[2].grid[2], 2u);  // one tile: a lag of at most the tiles, one fix-up slice
   const Status rglru = CanImplement(Parsed("lookback_v2_t256_s8_i16_o4"), MakeProblem(Op::kRgLru, {1, 100, 70}), h200);
   EXPECT_EQ(rglru.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(rglru.message().find("rglru has no fix-up"), std::string::npos) << rglru.ToString();
