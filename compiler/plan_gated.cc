@@ -130,13 +130,11 @@ bool IsPacked(const Variant& v) { return v.algorithm == Algorithm::kLookback && 
 bool IsFold(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order == 4; }
 // _o4's lag (kernels_src/gated_samu_fold.cuh): a block fixes up the group
 // scanned this many z-slices before its own, and the grid has this many extra
-// z-slices. Longer than a wave of resident blocks spans (about 4 blocks per
-// SM; a z-slice is strips x B blocks), so that no block waits for a group
-// running beside it, and at most the tiles (then the extra slices fix all).
-int64_t FoldLag(const gated::Layout& lay, int64_t batch, const DeviceLimits& device) {
-  const int64_t per_slice = lay.strips * batch;
-  return std::min<int64_t>(lay.tiles, (4 * int64_t{device.sm_count} + per_slice - 1) / per_slice + 1);
-}
+// z-slices (at most the tiles: then the extra slices fix them all). Long
+// enough that the group's shares are mostly ready when a block gets there
+// (blocks finish about in dispatch order, a z-slice of strips x B blocks a
+// few us after the one before), short enough that its dx rows are still in L2.
+int64_t FoldLag(const gated::Layout& lay) { return std::min<int64_t>(lay.tiles, 3); }
 // The order of the packed kernels a variant runs: _o4 runs _o3's (fp32: _o2's, the same there).
 int BaseOrder(const Variant& v, DType dtype) {
   return IsFold(v) ? (dtype == DType::kF32 ? 2 : 3) : v.order;
@@ -320,7 +318,7 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     if (IsFused(variant) || IsPacked(variant)) {
       RETURN_IF_ERROR(CheckGrid(s.batch, kMaxGridY, "grid.y (batch)"));
-      RETURN_IF_ERROR(CheckGrid(lay.tiles + (IsFold(variant) ? FoldLag(lay, s.batch, device) : 0), kMaxGridY,
+      RETURN_IF_ERROR(CheckGrid(lay.tiles + (IsFold(variant) ? FoldLag(lay) : 0), kMaxGridY,
                                 "grid.z (time tiles)"));
     }
     if (lay.seqs * lay.tiles > kMaxTickets) {
@@ -422,7 +420,7 @@ class GatedPlannerImpl final : public OpPlanner {
     if (HasBwd(problem.mode)) {
       // _o4: FoldLag more z-slices of blocks, which fix up the groups scanned last.
       add(Role::kBwdScan, "bwd", scan_x, scan_y, threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype),
-          scan_z + (samu && IsFold(v) ? FoldLag(lay, s.batch, device) : 0));
+          scan_z + (samu && IsFold(v) ? FoldLag(lay) : 0));
       add(Role::kFixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
       add(Role::kFinalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
     }

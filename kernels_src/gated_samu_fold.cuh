@@ -17,16 +17,66 @@
 // flags are zeroed only once). Then every block adds dm_t / W to its own
 // strip of the group scanned `lag` groups before it (z - lag), once that
 // group is ready; the grid's `lag` extra z-slices (gridDim.z - tiles) only
-// fix the groups scanned last. The plan makes the lag longer than a wave of
-// resident blocks spans (FoldLag): a block must not wait, SM slot held, for a
-// group that runs beside it (with lags of 1 and 2 the backward took +45-130%
-// on the H200, bench/NOTES.md session 5).
+// fix the groups scanned last. The lag is the plan's (FoldLag, 3): a block
+// should not wait, SM slot held, for a group's shares (with a lag of 1 or 2
+// and the shares summed one row per warp and L2 round trip, the backward
+// took +45-130% on the H200, bench/NOTES.md session 5).
 // No deadlock: a block waits only for blocks of a smaller z (the look-back
 // and the ready flag of group z - lag), which were dispatched before it, the
 // assumption the look-back's block-index order already makes.
 #pragma once
 
 namespace gated {
+
+// The last arriver's sums of group (b, z): each token's dm_t / W into
+// `shares`, and this thread's part of the group's controller sums into
+// contrib. One thread per row, its strips in order: a row's [strips][3] sums
+// are contiguous, read as float4 (16-byte aligned when strips % 4 == 0).
+// (One warp per row with a butterfly per sum took ~2 us per 32 rows: 8-16 us
+// per group on the H200, session 5.) One float4 triple in flight per thread
+// and iteration: two or four spilled 8-28 bytes under the backward's 64
+// registers.
+template <int THREADS, int TILE>
+__device__ __forceinline__ void SamuGroupShares(const SamuParams& p, const Layout& lay, long long b, long long z,
+                                             float* shares, float (&contrib)[4]) {
+  const float* tok = reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.token_offset);
+  const long long base = p.length - (z + 1) * TILE;
+  const bool wide = lay.strips % 4 == 0;
+  for (int r = threadIdx.x; r < TILE; r += THREADS) {
+    const long long t = base + r;
+    if (t < 0) continue;
+    const float* row = tok + (b * p.length + t) * lay.strips * kSamuTokenSums;
+    float sums[3] = {0.0f, 0.0f, 0.0f};
+    if (wide) {
+      const float4* v = reinterpret_cast<const float4*>(row);
+#pragma unroll 1
+      for (long long q = 0; q < lay.strips / 4 * 3; q += 3) {  // 4 strips x 3 sums
+        const float4 a0 = __ldcg(v + q), a1 = __ldcg(v + q + 1), a2 = __ldcg(v + q + 2);
+        sums[0] += a0.x;
+        sums[1] += a0.y;
+        sums[2] += a0.z;
+        sums[0] += a0.w;
+        sums[1] += a1.x;
+        sums[2] += a1.y;
+        sums[0] += a1.z;
+        sums[1] += a1.w;
+        sums[2] += a2.x;
+        sums[0] += a2.y;
+        sums[1] += a2.z;
+        sums[2] += a2.w;
+      }
+    } else {
+      for (long long k = 0; k < lay.strips; ++k) {
+#pragma unroll
+        for (int n = 0; n < 3; ++n) sums[n] += __ldcg(row + k * kSamuTokenSums + n);
+      }
+    }
+    const SamuShare sh = SamuShareOf(p, sums);
+    __stcg(shares + t, sh.share);
+#pragma unroll
+    for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
+  }
+}
 
 // This block's arrival at group (b, z) (scan) and its fix-up of its strip of
 // group (b, z - lag). tag: the launch's epoch tag; s_share: TILE floats of
@@ -54,42 +104,10 @@ __device__ __forceinline__ void SamuFoldFixup(const SamuParams& p, const Layout&
     __syncthreads();
     if (s_last) {
       __threadfence();
-      const float* tok = reinterpret_cast<const float*>(ws + lay.token_offset);
-      const long long base = p.length - (z + 1) * TILE;
       float contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      // A warp takes kRows rows at a time, every load of them in flight at
-      // once (one L2 round trip per kRows rows, not per row); lanes over
-      // strips in strip order, then a fixed butterfly: the fix-up kernel's sums.
-      constexpr int kRows = 4;
-      for (int r0 = warp * kRows; r0 < TILE; r0 += kWarps * kRows) {
-        float sums[kRows][3];
+      SamuGroupShares<THREADS, TILE>(p, lay, b, z, shares, contrib);
 #pragma unroll
-        for (int rr = 0; rr < kRows; ++rr) {
-#pragma unroll
-          for (int n = 0; n < 3; ++n) sums[rr][n] = 0.0f;
-        }
-        for (long long k = lane; k < lay.strips; k += 32) {
-#pragma unroll
-          for (int rr = 0; rr < kRows; ++rr) {
-            const long long t = base + r0 + rr;
-            if (t < 0 || r0 + rr >= TILE) continue;
-            const float* at = tok + ((b * p.length + t) * lay.strips + k) * kSamuTokenSums;
-#pragma unroll
-            for (int n = 0; n < 3; ++n) sums[rr][n] += __ldcg(at + n);
-          }
-        }
-#pragma unroll
-        for (int rr = 0; rr < kRows; ++rr) {
-          const long long t = base + r0 + rr;
-          if (t < 0 || r0 + rr >= TILE) continue;  // warp-uniform
-#pragma unroll
-          for (int n = 0; n < 3; ++n) sums[rr][n] = RowSum<32>(sums[rr][n]);
-          const SamuShare sh = SamuShareOf(p, sums[rr]);
-          if (lane == 0) __stcg(shares + t, sh.share);
-#pragma unroll
-          for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
-        }
-      }
+      for (int n = 0; n < 4; ++n) contrib[n] = RowSum<32>(contrib[n]);
       if (lane == 0) {
 #pragma unroll
         for (int n = 0; n < 4; ++n) s_ctrl[warp][n] = contrib[n];
