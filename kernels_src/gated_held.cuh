@@ -1243,16 +1243,10 @@ __device__ __forceinline__ void SamuFixupFast(const SamuParams& p) {
     }
 #pragma unroll
     for (int n = 0; n < 3; ++n) sums[n] = RowSum<32>(sums[n]);
-    const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
-    const float m = sums[2] / static_cast<float>(p.width);
-    const float zr = fmaf(w_r, m, b_r), zi = fmaf(w_i, m, b_i);
-    const float dz_r = sums[0] * SigmoidAccurate(-zr);
-    const float dz_i = sums[1] * (SigmoidAccurate(zi) * SigmoidAccurate(-zi));
-    const float share = fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width);
-    contrib[0] = dz_r * m;
-    contrib[1] = dz_r;
-    contrib[2] = dz_i * m;
-    contrib[3] = dz_i;
+    const SamuShare sh = SamuShareOf(p, sums);
+    const float share = sh.share;
+#pragma unroll
+    for (int n = 0; n < 4; ++n) contrib[n] = sh.contrib[n];
     T* row = static_cast<T*>(p.dx) + token * p.width;
     if (ChunkAligned<T>(p.dx, p.width)) {
       constexpr int kE = 16 / int(sizeof(T));
