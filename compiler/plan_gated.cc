@@ -8,8 +8,7 @@
 //       samu's dm_t / W added by a fix-up kernel. _o2 (v4): tiles by block
 //       index on a (strips, B, tiles) grid, packed look-back, launch epochs
 //       (workspace zeroed once) and every launch a PDL dependent; _o3: the
-//       16-bit gate's 1 - a^2 from tanh.approx; _o4, samu only: _o3 with the
-//       fix-up folded into the backward scan, kernels_src/gated_samu_fold.cuh)
+//       16-bit gate's 1 - a^2 from tanh.approx)
 //   fused_d{strip}_s{segments}_c{tile}                        (v3, samu only:
 //       the v2 kernels with vec 2 and threads = strip / 2 x segments, the
 //       controller fused into the scans: the strips of a time tile meet for
@@ -50,8 +49,7 @@ constexpr SeqKnobs kSequential[] = {{4, 64, 4}, {8, 64, 2}, {4, 128, 8}, {2, 64,
 // with items 8 (16-36 B in rglru fwd and samu).
 // Orders enumerated per point: 2 (block index, packed look-back, epochs,
 // PDL) for every point; 3 (order 2 with the 16-bit gate's 1 - a^2 from
-// tanh.approx, GateFromA) and 4 (samu: 3 with the fix-up folded into the
-// backward scan; rglru refuses it) for the four that won a seed shape; 0 (atomic
+// tanh.approx, GateFromA) for the four that won a seed shape; 0 (atomic
 // ticket, flags, prefix zeroed per phase) for one point only, as the
 // baseline and to keep that path under the GPU suite. (GPU run 2026-11-30
 // 03:50: order 2 beat order 0 by 9-24% fwd_bwd at every v2 point and
@@ -68,7 +66,9 @@ constexpr HeldKnobs kHeld[] = {
     {4, 128, 8, 8, false, false},    // strip 64, tile 64, b held, 4 blocks/SM
     {2, 256, 32, 16, false, false},  // strip 16, tile 512, b held, 3 blocks/SM (rglru bwd: 2): 64 look-back hops at L = 32768
 };
-constexpr int kHeldOrders[] = {0, 2, 3, 4};
+// (Session 5's order 4, samu's fix-up folded into the backward scan, was
+// 8-150% slower than order 3 on the H200 and was removed: bench/NOTES.md.)
+constexpr int kHeldOrders[] = {0, 2, 3};
 
 // v3 (`fused`, samu only): {strip, segments, tile}; vec 2, threads = strip /
 // 2 x segments: the same geometries as the vec-2 v2 points.
@@ -126,19 +126,6 @@ Variant HeldOf(const Variant& v) {
 bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback || IsFused(v); }
 // `lookback` _o2: block-index tiles, packed look-back, launch epochs, PDL.
 bool IsPacked(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order >= 2; }
-// samu `lookback` _o4: the fix-up folded into the backward scan.
-bool IsFold(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order == 4; }
-// _o4's lag (kernels_src/gated_samu_fold.cuh): a block fixes up the group
-// scanned this many z-slices before its own, and the grid has this many extra
-// z-slices (at most the tiles: then the extra slices fix them all). Long
-// enough that the group's shares are mostly ready when a block gets there
-// (blocks finish about in dispatch order, a z-slice of strips x B blocks a
-// few us after the one before), short enough that its dx rows are still in L2.
-int64_t FoldLag(const gated::Layout& lay) { return std::min<int64_t>(lay.tiles, 3); }
-// The order of the packed kernels a variant runs: _o4 runs _o3's (fp32: _o2's, the same there).
-int BaseOrder(const Variant& v, DType dtype) {
-  return IsFold(v) ? (dtype == DType::kF32 ? 2 : 3) : v.order;
-}
 // Channels per block and timesteps per tile of the look-back families.
 int StripOf(const Variant& v) {
   if (IsFused(v)) return v.dim_block;
@@ -152,7 +139,7 @@ int TileOf(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 0 
 gated::Layout LayoutFor(const Variant& v, const Problem& p) {
   return gated::MakeLayout(p.shape.batch, p.shape.length, p.shape.width, Unit(v), TileOf(v),
                            IsSamu(p.op) ? gated::kSamuParams : gated::kRgLruParams, IsSamu(p.op),
-                           IsSamu(p.op) && IsHeld(v) && !IsFused(v), IsPacked(v), IsSamu(p.op) && IsFold(v));
+                           IsSamu(p.op) && IsHeld(v) && !IsFused(v), IsPacked(v));
 }
 
 // Dynamic shared memory of a look-back kernel; mirrors SmemPlan.
@@ -164,7 +151,7 @@ int64_t SmemBytes(const Variant& variant, DType dtype, int staged_inputs) {
   return staged + (2 * segs * strip + strip) * 4 + 16;
 }
 // rglru fwd: ga, gx, x; bwd: ga, dh, gx, x, h. samu fwd: x; bwd: dy, x, h.
-// samu's 16-bit forward at _o3 / _o4 with a not held (items x vec > 16) keeps
+// samu's 16-bit forward at _o3 with a not held (items x vec > 16) keeps
 // b in a TILE x STRIP fp32 region after the combine (gated_held.cuh,
 // SamuBInSmem): the combine's end rounded to 16 bytes, then the region.
 int64_t FwdSmem(const Variant& variant, Op op, DType dtype) {
@@ -196,7 +183,7 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     for (int order : kHeldOrders) {
       for (const HeldKnobs& k : kHeld) {
-        if ((order >= 3 && !k.tanh) || (order == 0 && !k.baseline)) continue;
+        if ((order == 3 && !k.tanh) || (order == 0 && !k.baseline)) continue;
         variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads,
                             .segments = k.segments, .items = k.items, .order = order});
       }
@@ -223,12 +210,9 @@ class GatedPlannerImpl final : public OpPlanner {
       }
     }
     if (variant.order != 0 &&
-        !(variant.algorithm == Algorithm::kLookback && variant.order >= 2 && variant.order <= 4)) {
+        !(variant.algorithm == Algorithm::kLookback && (variant.order == 2 || variant.order == 3))) {
       return InvalidArgument("order " + std::to_string(variant.order) +
-                             ": only the lookback family has an order knob, and only _o2 / _o3 / _o4");
-    }
-    if (IsFold(variant) && !IsSamu(problem.op)) {
-      return InvalidArgument("_o4 folds samu's fix-up into its backward scan; rglru has no fix-up");
+                             ": only the lookback family has an order knob, and only _o2 / _o3");
     }
     if (variant.order == 3 && problem.dtype == DType::kF32) {
       return InvalidArgument("_o3 differs from _o2 only in the 16-bit gate math; fp32 runs _o2");
@@ -296,10 +280,8 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     // The `lookback` / `fused` kernels hold the strip's decay constants (at most 2 x strip
     // floats, DecayConstBytes) and samu's the tile's (r_t, i_t) in static shared memory.
-    // _o4's fold adds its arrival flag and per-warp controller sums.
     const int64_t static_shared =
-        (IsHeld(v) ? (IsSamu(problem.op) ? int64_t{tile} * 8 : 0) + 2 * int64_t{strip} * 4 : 0) +
-        (IsFold(v) ? 16 + int64_t{v.threads} / 32 * 16 : 0);
+        IsHeld(v) ? (IsSamu(problem.op) ? int64_t{tile} * 8 : 0) + 2 * int64_t{strip} * 4 : 0;
     const int64_t shared = static_shared +
                            std::max(HasFwd(problem.mode) ? FwdSmem(v, problem.op, problem.dtype) : 0,
                                     HasBwd(problem.mode) ? BwdSmem(v, problem.op, problem.dtype) : 0);
@@ -318,8 +300,7 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     if (IsFused(variant) || IsPacked(variant)) {
       RETURN_IF_ERROR(CheckGrid(s.batch, kMaxGridY, "grid.y (batch)"));
-      RETURN_IF_ERROR(CheckGrid(lay.tiles + (IsFold(variant) ? FoldLag(lay) : 0), kMaxGridY,
-                                "grid.z (time tiles)"));
+      RETURN_IF_ERROR(CheckGrid(lay.tiles, kMaxGridY, "grid.z (time tiles)"));
     }
     if (lay.seqs * lay.tiles > kMaxTickets) {
       return ResourceExhausted(std::string(AlgorithmName(v.algorithm)) + " needs " + std::to_string(lay.seqs * lay.tiles) + " tiles, over 2^30");
@@ -349,12 +330,6 @@ class GatedPlannerImpl final : public OpPlanner {
       k.push_back({Role::kFwdScan, Instance("samu_fwd_fused", dtype, {kFusedVec, threads, strip, tile})});
       k.push_back({Role::kBwdScan, Instance("samu_bwd_fused", dtype, {kFusedVec, threads, strip, tile})});
       k.push_back({Role::kFinalize, Instance("samu_bwd_finalize", dtype, {strip, tile})});
-    } else if (samu && IsFold(v)) {
-      const int strip = StripOf(v), tile = TileOfLookback(v), base = BaseOrder(v, dtype);
-      k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype, {v.vec, v.threads, strip, tile, base})});
-      k.push_back({Role::kBwdScan, Instance("samu_bwd_fold", dtype, {v.vec, v.threads, strip, tile, base})});
-      k.push_back({Role::kFinalize, Instance("samu_bwd_finalize_fold", dtype, {strip, tile})});
     } else {
       const int strip = StripOf(v), tile = TileOfLookback(v);
       if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
@@ -418,9 +393,8 @@ class GatedPlannerImpl final : public OpPlanner {
           scan_z);
     }
     if (HasBwd(problem.mode)) {
-      // _o4: FoldLag more z-slices of blocks, which fix up the groups scanned last.
       add(Role::kBwdScan, "bwd", scan_x, scan_y, threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype),
-          scan_z + (samu && IsFold(v) ? FoldLag(lay) : 0));
+          scan_z);
       add(Role::kFixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
       add(Role::kFinalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
     }
@@ -432,8 +406,6 @@ class GatedPlannerImpl final : public OpPlanner {
       // griddepcontrol.wait, so each launch may overlap its predecessor's tail.
       for (Launch& launch : plan.launches) launch.dependent_launch = true;
       plan.workspace_zero_once = true;
-      // _o4's group counters and ready flags sit after the other sections.
-      if (samu && IsFold(v)) plan.workspace_zero_bytes = plan.workspace_bytes;
     }
     return plan;
   }

@@ -845,7 +845,7 @@ __device__ __forceinline__ void SamuMeetBackward(const SamuParams& p, const Layo
   }
 }
 
-// Where samu's forward keeps b at 16 bits and _o3 / _o4 when a is not held
+// Where samu's forward keeps b at 16 bits and _o3 when a is not held
 // (items x vec > 16): in its own fp32 region of shared memory after the
 // combine (TILE x STRIP floats, counted by the plan; each thread's slots
 // only its own), not in 32 registers: the local pass can take the tanh gate (with b
@@ -1061,7 +1061,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   // Interior (backward): every row at t >= 1 (h_{t-1} staged), the strip inside W.
   const bool interior = Interior<STRIP, TILE>(x.base - 1, p.length, x.c_strip, p.width, l.wide);
   constexpr bool kHold = kHoldA<kSteps, VEC>;
-  // _o3 / _o4 at 16 bits: the lean element (below).
+  // _o3 at 16 bits: the lean element (below).
   constexpr bool kLean = ORDER >= 3 && sizeof(T) == 2;
   float av[kHold ? kSteps : 1][VEC];
   float A[VEC], H[VEC];

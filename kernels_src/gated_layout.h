@@ -28,11 +28,6 @@
 // {w1, w2}: w1 at agg_offset + 16 x slot, w2 at incl_offset + 16 x slot
 // (one pointer per thread); zeroed ONCE (the plan's workspace_zero_once),
 // the later sections as above.
-// samu _o4 (the fix-up folded into the backward scan, gated_samu_fold.cuh)
-// keeps _o3's sections and offsets, with one controller row per (b, tile)
-// group (ctrl_rows = parts), and appends one arrival counter and one ready
-// flag per group ([parts] u32 each, fold_offset) and the tokens' dm_t / W
-// ([B x L] fp32, share_offset). Its plan zeroes the whole workspace once.
 #pragma once
 
 #ifdef __CUDACC__
@@ -64,8 +59,6 @@ struct Layout {
   long long zero_bytes;
   long long acc_offset;  // samu with tiles and no fix-up: [tokens][3] fp32 sums in the zeroed prefix (fused meetings)
   long long agg_offset, incl_offset, param_offset, token_offset, ctrl_offset, total_bytes;
-  long long fold_offset;   // samu _o4: [parts] arrival counters, then [parts] ready flags (u32)
-  long long share_offset;  // samu _o4: [B x L] fp32 dm_t / W
 };
 
 GATED_HD long long RoundUp256(long long v) { return (v + 255) / 256 * 256; }
@@ -75,9 +68,8 @@ GATED_HD long long RoundUp256(long long v) { return (v + 255) / 256 * 256; }
 // samu: token and controller sections present; samu_fixup: a look-back
 // whose dm_t / W is added by the fix-up kernel (the `lookback` family,
 // gated_held.cuh), so the controller partials are one row per fix-up block.
-// fold: samu's _o4 (with samu_fixup and packed; the sections above).
 GATED_HD Layout MakeLayout(long long batch, long long length, long long width, int unit, int tile, int nparam,
-                           bool samu, bool samu_fixup = false, bool packed = false, bool fold = false) {
+                           bool samu, bool samu_fixup = false, bool packed = false) {
   Layout g;
   g.tiles = tile > 0 ? (length + tile - 1) / tile : 1;
   g.strips = (width + unit - 1) / unit;
@@ -105,10 +97,7 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
   }
   g.token_offset = g.param_offset + RoundUp256(g.parts * nparam * width * 4);
   g.ctrl_offset = g.token_offset + (samu ? RoundUp256(tokens * g.strips * kSamuTokenSums * 4) : 0);
-  if (fold) g.ctrl_rows = g.parts;
-  g.fold_offset = g.ctrl_offset + (samu ? RoundUp256(g.ctrl_rows * 4 * 4) : 0);
-  g.share_offset = g.fold_offset + (fold ? RoundUp256(g.parts * 8) : 0);
-  g.total_bytes = g.share_offset + (fold ? RoundUp256(tokens * 4) : 0);
+  g.total_bytes = g.ctrl_offset + (samu ? RoundUp256(g.ctrl_rows * 4 * 4) : 0);
   return g;
 }
 

@@ -283,10 +283,10 @@ __device__ __forceinline__ void SamuFixup(const SamuParams& p) {
 // controller scalars, summed over the fix-up blocks' rows (fixed tree).
 // FIXUP: the look-back's dm_t / W came from the fix-up kernel (the
 // `lookback` family): one controller row per fix-up block. PACKED: its _o2
-// workspace (gated_layout.h). FOLD: _o4's, one controller row per group.
-template <int UNIT, int TILE, bool FIXUP = false, bool PACKED = false, bool FOLD = false>
+// workspace (gated_layout.h).
+template <int UNIT, int TILE, bool FIXUP = false, bool PACKED = false>
 __device__ __forceinline__ void SamuFinalize(const SamuParams& p) {
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, FIXUP, PACKED, FOLD);
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, FIXUP, PACKED);
   if (static_cast<long long>(blockIdx.x) * 32 < p.width) {
     float* const out[3] = {p.dlambda, p.dbeta, p.dgamma};
     FinalizeParams<3>(reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.param_offset),

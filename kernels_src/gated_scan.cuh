@@ -42,8 +42,6 @@
 //               epochs), then every thread rescans and stores; samu's
 //               backward writes dx without dm_t / W and a fix-up kernel
 //               (16-byte rows) adds it: no strip waits for another.
-//               _o4 (samu, gated_samu_fold.cuh): _o3 with the fix-up
-//               folded into the backward scan (no fix-up kernel).
 //   fused       (samu, gated_held.cuh) lookback with the controller met
 //               inside the scans (no control and no fix-up kernel).
 // (v1's `lookbacksmem`, staging an fp32 (a, b) region, was dropped in
@@ -596,4 +594,3 @@ __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, 
 #include "gated_rglru.cuh"
 #include "gated_samu.cuh"
 #include "gated_held.cuh"
-#include "gated_samu_fold.cuh"

@@ -76,15 +76,13 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     EXPECT_GE(per_family[Algorithm::kSequential], 3);
     EXPECT_GE(per_family[Algorithm::kLookback], 10);
     // Every lookback point in order 2 (block index, packed look-back, epochs, PDL), four also in
-    // order 3 (_o2 with the tanh gate for 16-bit dtypes) and 4 (samu: _o3 with the fix-up folded
-    // into the backward; rglru refuses it), one in order 0 (ticket; the baseline).
+    // order 3 (_o2 with the tanh gate for 16-bit dtypes), one in order 0 (ticket; the baseline).
     std::map<int, int> orders;
     for (const Variant& v : all) {
       if (v.algorithm == Algorithm::kLookback) ++orders[v.order];
     }
     EXPECT_EQ(orders[2], 6);
     EXPECT_EQ(orders[3], 4);
-    EXPECT_EQ(orders[4], 4);
     EXPECT_EQ(orders[0], 1);
     EXPECT_STREQ(MainHeader(op), "gated_scan.cuh");
   }
@@ -136,7 +134,7 @@ TEST(GatedCanImplement, Rejections) {
            Case{"lookback_v2_t256_s8_i1", rglru, StatusCode::kInvalidArgument, "items 1"},
            Case{"lookback_v2_t256_s3_i8", rglru, StatusCode::kInvalidArgument, "must divide threads"},
            Case{"lookback_v4_t256_s4_i8", samu, StatusCode::kInvalidArgument, "at most 32"},
-           Case{"lookback_v2_t256_s8_i8_o1", samu, StatusCode::kInvalidArgument, "only _o2 / _o3 / _o4"},
+           Case{"lookback_v2_t256_s8_i8_o1", samu, StatusCode::kInvalidArgument, "only _o2 / _o3"},
            Case{"lookback_v2_t256_s8_i8_o3", MakeProblem(Op::kSamu, {1, 64, 64}, DType::kF32),
                 StatusCode::kInvalidArgument, "fp32 runs _o2"},
            Case{"lookbacksmem_v4_t256_c64_i128", rglru, StatusCode::kInvalidArgument, "has no rglru kernels"},
@@ -177,8 +175,7 @@ TEST(GatedPlan, SeedShapes) {
         const bool fused = v.algorithm == Algorithm::kFused;
         const bool held = v.algorithm == Algorithm::kLookback || fused;
         const bool packed = v.algorithm == Algorithm::kLookback && v.order >= 2;
-        const bool fold = samu && v.algorithm == Algorithm::kLookback && v.order == 4;
-        const bool fixup = samu && (sequential || held) && !fused && !fold;
+        const bool fixup = samu && (sequential || held) && !fused;
         const bool control = samu && !fused;
         const std::vector<std::string> names = NameExpressions(v, op, p.dtype);
         // rglru and samu fused: fwd scan | bwd scan, finalize; samu: control, fwd scan | bwd scan,
@@ -206,7 +203,7 @@ TEST(GatedPlan, SeedShapes) {
         const int tile = fused ? v.chunk : held ? v.segments * v.items : 0;
         const int unit = sequential ? 32 * v.vec : strip;
         const gated::Layout lay = gated::MakeLayout(s.batch, s.length, s.width, unit, sequential ? 0 : tile,
-                                                    samu ? 3 : 1, samu, samu && held && !fused, packed, fold);
+                                                    samu ? 3 : 1, samu, samu && held && !fused, packed);
         // _o2: zeroed once (launch epochs), every launch a PDL dependent; the others neither.
         EXPECT_EQ(plan->workspace_zero_once, packed);
         for (const Launch& l : plan->launches) EXPECT_EQ(l.dependent_launch, packed) << l.name_expression;
@@ -214,8 +211,7 @@ TEST(GatedPlan, SeedShapes) {
           EXPECT_EQ(lay.ctrl_rows, fixup ? lay.fix_blocks : lay.parts);
         }
         EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
-        // _o4 zeroes all of it once (its group flags come last).
-        EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(fold ? lay.total_bytes : lay.zero_bytes));
+        EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(lay.zero_bytes));
         const Launch& fwd_scan = plan->launches[control ? 1 : 0];
         EXPECT_EQ(fwd_scan.block[0], static_cast<uint32_t>(threads));
         if (sequential) {
@@ -234,13 +230,13 @@ TEST(GatedPlan, SeedShapes) {
           // Shared memory mirrors SmemPlan: staged inputs and the combine.
           const int64_t segs = threads / (strip / vec);
           const int64_t staged = (samu ? 1 : 3) * int64_t{tile} * strip * 2;
-          // samu's 16-bit _o3 / _o4 forward with items x vec > 16 adds b's TILE x STRIP fp32 region.
+          // samu's 16-bit _o3 forward with items x vec > 16 adds b's TILE x STRIP fp32 region.
           const bool b_smem = samu && v.algorithm == Algorithm::kLookback && v.order >= 3 && v.items * v.vec > 16;
           const int64_t combine_end = staged + (2 * segs * strip + strip) * 4 + 16;
           EXPECT_EQ(fwd_scan.shared_bytes, static_cast<uint32_t>(b_smem ? (combine_end + 15) / 16 * 16 + int64_t{tile} * strip * 4
                                                                           : combine_end));
           EXPECT_GT(fwd_scan.shared_bytes, 0u);
-          if (packed && !fold) {  // the epoch header and two u64 words per tile and channel
+          if (packed) {  // the epoch header and two u64 words per tile and channel
             EXPECT_EQ(plan->workspace_zero_bytes, (256u + 16u * lay.seqs * lay.tiles * strip + 255) / 256 * 256);
             EXPECT_EQ(lay.incl_offset - lay.agg_offset, 8);  // {w1, w2} side by side
           } else {
@@ -346,46 +342,6 @@ TEST(GatedPlan, PackedOrderGeometry) {
   EXPECT_EQ(tanh->launches[0].name_expression, "rglru_fwd_held<__half, 2, 256, 64, 128, 3>");
   EXPECT_TRUE(tanh->workspace_zero_once);
   for (const Launch& l : tanh->launches) EXPECT_TRUE(l.dependent_launch) << l.name_expression;
-}
-
-// samu _o4: _o3's forward, the backward scan with the fix-up folded in on a
-// (strips, B, tiles + lag) grid, no fix-up kernel, one controller row per
-// (b, tile) group; the whole workspace zeroed once. fp32 runs _o2's kernels.
-TEST(GatedPlan, FoldGeometry) {
-  const DeviceLimits h200;
-  StatusOr<LaunchPlan> plan =
-      MakePlan(Parsed("lookback_v2_t256_s8_i16_o4"), MakeProblem(Op::kSamu, {4, 2048, 2048}), h200);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  EXPECT_EQ(LaunchNames(*plan), (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
-                                             "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3>",
-                                             "samu_bwd_fold<__nv_bfloat16, 2, 256, 64, 128, 3>",
-                                             "samu_bwd_finalize_fold<__nv_bfloat16, 64, 128>"}));
-  EXPECT_EQ(plan->launches[1].grid[2], 2048u / 128);
-  EXPECT_EQ(plan->launches[2].grid[0], 2048u / 64);
-  EXPECT_EQ(plan->launches[2].grid[1], 4u);
-  EXPECT_EQ(plan->launches[2].grid[2], 2048u / 128 + 3);  // the lag: 3 z-slices
-  const gated::Layout o3 = gated::MakeLayout(4, 2048, 2048, 64, 128, 3, true, true, true);
-  const gated::Layout lay = gated::MakeLayout(4, 2048, 2048, 64, 128, 3, true, true, true, true);
-  // _o3's offsets (its backward scan runs unchanged), then the fold's sections.
-  EXPECT_EQ(lay.param_offset, o3.param_offset);
-  EXPECT_EQ(lay.token_offset, o3.token_offset);
-  EXPECT_EQ(lay.ctrl_offset, o3.ctrl_offset);
-  EXPECT_EQ(lay.ctrl_rows, 4 * 16);
-  EXPECT_GE(lay.fold_offset, lay.ctrl_offset + lay.ctrl_rows * 16);
-  EXPECT_GE(lay.share_offset, lay.fold_offset + 2 * 4 * lay.parts);
-  EXPECT_EQ(lay.total_bytes, lay.share_offset + 4 * 2048 * 4);
-  EXPECT_TRUE(plan->workspace_zero_once);
-  EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(lay.total_bytes));
-  EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
-  for (const Launch& l : plan->launches) EXPECT_TRUE(l.dependent_launch) << l.name_expression;
-  StatusOr<LaunchPlan> f32 =
-      MakePlan(Parsed("lookback_v2_t256_s8_i16_o4"), MakeProblem(Op::kSamu, {1, 100, 70}, DType::kF32), h200);
-  ASSERT_TRUE(f32.ok()) << f32.status().ToString();
-  EXPECT_EQ(f32->launches[2].name_expression, "samu_bwd_fold<float, 2, 256, 64, 128, 2>");
-  EXPECT_EQ(f32->launches[2].grid[2], 2u);  // one tile: a lag of at most the tiles, one fix-up slice
-  const Status rglru = CanImplement(Parsed("lookback_v2_t256_s8_i16_o4"), MakeProblem(Op::kRgLru, {1, 100, 70}), h200);
-  EXPECT_EQ(rglru.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(rglru.message().find("rglru has no fix-up"), std::string::npos) << rglru.ToString();
 }
 
 // v3 `fused` (samu): fused_d{strip}_s{segments}_c{tile} = the v2 geometry
