@@ -1236,27 +1236,37 @@ __device__ __forceinline__ void SamuFixupFast(const SamuParams& p) {
   if (token < p.batch * p.length) {
     const float* tok = reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.token_offset) +
                        token * lay.strips * kSamuTokenSums;
+    T* row = static_cast<T*>(p.dx) + token * p.width;
+    const bool aligned = ChunkAligned<T>(p.dx, p.width);
+    constexpr int kE = 16 / int(sizeof(T));
+    uint4* v = reinterpret_cast<uint4*>(row);
+    const long long n = aligned ? p.width / kE : 0;
+    // The row's first batch is loaded before the token's sums, so that the
+    // DRAM and the L2 round trips overlap (one after the other, the kernel
+    // ran at 46% of DRAM bandwidth on the H200: bench/NOTES.md session 5).
+    uint4 w[kRowBatch16];
+#pragma unroll
+    for (int k = 0; k < kRowBatch16; ++k) {
+      if (lane + 32 * k < n) w[k] = __ldcg(v + lane + 32 * k);
+    }
     float sums[3] = {0.0f, 0.0f, 0.0f};
     for (long long k = lane; k < lay.strips; k += 32) {
 #pragma unroll
-      for (int n = 0; n < 3; ++n) sums[n] += __ldcg(tok + k * kSamuTokenSums + n);
+      for (int n3 = 0; n3 < 3; ++n3) sums[n3] += __ldcg(tok + k * kSamuTokenSums + n3);
     }
 #pragma unroll
-    for (int n = 0; n < 3; ++n) sums[n] = RowSum<32>(sums[n]);
+    for (int n3 = 0; n3 < 3; ++n3) sums[n3] = RowSum<32>(sums[n3]);
     const SamuShare sh = SamuShareOf(p, sums);
     const float share = sh.share;
 #pragma unroll
-    for (int n = 0; n < 4; ++n) contrib[n] = sh.contrib[n];
-    T* row = static_cast<T*>(p.dx) + token * p.width;
-    if (ChunkAligned<T>(p.dx, p.width)) {
-      constexpr int kE = 16 / int(sizeof(T));
-      uint4* v = reinterpret_cast<uint4*>(row);
-      const long long n = p.width / kE;
+    for (int n3 = 0; n3 < 4; ++n3) contrib[n3] = sh.contrib[n3];
+    if (aligned) {
       for (long long c = lane; c < n; c += 32 * kRowBatch16) {
-        uint4 w[kRowBatch16];
+        if (c != lane) {
 #pragma unroll
-        for (int k = 0; k < kRowBatch16; ++k) {
-          if (c + 32 * k < n) w[k] = __ldcg(v + c + 32 * k);
+          for (int k = 0; k < kRowBatch16; ++k) {
+            if (c + 32 * k < n) w[k] = __ldcg(v + c + 32 * k);
+          }
         }
 #pragma unroll
         for (int k = 0; k < kRowBatch16; ++k) {
