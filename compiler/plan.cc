@@ -58,21 +58,18 @@ constexpr std::pair<int, int> kSmemStripTiles[] = {{64, 128}, {64, 256}, {128, 6
 // than this leave the segments too short to amortise it.
 constexpr int kMaxSmemSegments = 16;
 constexpr int kMinSmemSteps = 8;
-// Order 3 (the forward stages each warp's rows itself in kWarpStagingGroups
-// cp.async groups and scans each as it lands; kernels_src/linear_scan_smem.cuh,
-// WarpStaging): only at the four (threads, strip, tile) points that were
-// tuned with order 2 in session 4 (bench/NOTES.md).
+// Orders >= 3 (kernels_src/linear_scan_smem.cuh): 3 (the forward stages each
+// warp's rows itself in kWarpStagingGroups cp.async groups and scans each as it
+// lands, WarpStaging), 4 (order 2 with only order 3's register bound) and 5 / 6
+// (order 3 with the first wave's starts spread over ~2 / ~4 us, FirstWaveRamp).
+// Session 5's GPU run (bench/NOTES.md) timed o3 at 4 points, o4, o5 and o6 at
+// c64_i256: kept are o3 at t128/t256_c64_i256 (t256 won every fwd_bwd) and o5
+// at t128_c64_i256 (won the forward at three shapes); o4 and o6 stay valid by name.
 constexpr int kWarpStagingGroups = 4;
 struct SmemPoint {
-  int threads, strip, tile;
+  int threads, strip, tile, order;
 };
-constexpr SmemPoint kWarpStagedPoints[] = {{128, 64, 256}, {256, 64, 256}, {256, 128, 128}, {128, 32, 512}};
-// Order 4: order 2 with only order 3's register bound on the forward (no
-// spill), so that a GPU run tells the two changes of order 3 apart.
-constexpr SmemPoint kRegisterBoundPoints[] = {{128, 64, 256}, {256, 64, 256}};
-// Orders 5 and 6: order 3 with the first wave's starts spread over ~2 / ~4 us
-// (FirstWaveRamp), at the forward's two session-4 winners.
-constexpr SmemPoint kRampPoints[] = {{128, 64, 256}, {256, 64, 256}};
+constexpr SmemPoint kLaterOrderPoints[] = {{128, 64, 256, 3}, {256, 64, 256, 3}, {128, 64, 256, 5}};
 
 // lookbackpipe: {threads, strip, tile, blocks per SM (at most)}, all vec 4.
 // bf16 per block: two buffers of 2 (fwd) / 3 (bwd) x strip x tile x 2 B.
@@ -288,19 +285,9 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
       }
     }
   }
-  for (const SmemPoint& k : kWarpStagedPoints) {
+  for (const SmemPoint& k : kLaterOrderPoints) {
     variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
-                        .tile = k.tile, .order = 3});
-  }
-  for (const SmemPoint& k : kRegisterBoundPoints) {
-    variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
-                        .tile = k.tile, .order = 4});
-  }
-  for (const SmemPoint& k : kRampPoints) {
-    for (int order : {5, 6}) {
-      variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
-                          .tile = k.tile, .order = order});
-    }
+                        .tile = k.tile, .order = k.order});
   }
   for (const PipeKnobs& k : kPipeVariants) {
     variants.push_back({.algorithm = Algorithm::kLookbackPipe, .vec = kPipeVec, .threads = k.threads, .strip = k.strip,

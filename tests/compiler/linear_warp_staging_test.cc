@@ -1,8 +1,8 @@
 // A host emulation of lookbacksmem _o3's warp-local staging
 // (kernels_src/linear_scan_smem.cuh: WarpStaging, StageWarpRows, and the
 // per-group waits in ScanSmemTile's local composition), mirroring the
-// kernel's index math, for every enumerated warp-staged variant (_o3, and
-// _o5/_o6 which add a start ramp) and dtype that
+// kernel's index math, for every warp-staged variant (_o3, and _o5/_o6 which
+// add a start ramp; the enumerated ones and those valid by name) and dtype that
 // CanImplement admits. Checks (no GPU):
 //  - each staged 16-byte chunk of a and x is copied exactly once, and by the
 //    warp whose threads read it, in a group no later than the step that
@@ -13,6 +13,8 @@
 //    and rescan of ScanSmemTile) equals a sequential scan.
 #include <cmath>
 #include <cstdint>
+#include <set>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -53,10 +55,15 @@ struct WarpStagingModel {
   int Col(int tid) const { return ((tid % 32) % per_row) * chunk_elts; }
 };
 
+// The enumerated warp-staged variants, and those valid by name only (session 5's GPU run timed them).
 std::vector<Variant> WarpStagedVariants() {
   std::vector<Variant> out;
   for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
     if (v.algorithm == Algorithm::kLookbackSmem && (v.order == 3 || v.order >= 5)) out.push_back(v);
+  }
+  for (const char* name : {"lookbacksmem_v4_t256_c128_i128_o3", "lookbacksmem_v4_t128_c32_i512_o3",
+                           "lookbacksmem_v4_t256_c64_i256_o5", "lookbacksmem_v4_t128_c64_i256_o6"}) {
+    out.push_back(*Variant::Parse(name));
   }
   return out;
 }
@@ -69,9 +76,15 @@ Problem Fwd(DType dtype, int64_t b, int64_t l, int64_t w) {
   return p;
 }
 
-TEST(WarpStaging, EnumeratedAtTheSessionFourPoints) {
+TEST(WarpStaging, EnumeratedWhereTheGpuRunSaysAndValidByName) {
+  std::set<std::string> enumerated;
+  for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
+    if (v.algorithm == Algorithm::kLookbackSmem && v.order >= 3) enumerated.insert(v.Name());
+  }
+  EXPECT_EQ(enumerated, (std::set<std::string>{"lookbacksmem_v4_t128_c64_i256_o3", "lookbacksmem_v4_t256_c64_i256_o3",
+                                               "lookbacksmem_v4_t128_c64_i256_o5"}));
   const std::vector<Variant> vs = WarpStagedVariants();
-  EXPECT_EQ(vs.size(), 8u);  // _o3 at 4 points, _o5 and _o6 at t128_c64_i256 and t256_c64_i256
+  ASSERT_EQ(vs.size(), 7u);
   for (const Variant& v : vs) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       const Status st = CanImplement(v, Fwd(dtype, 1, 8192, 2560), DeviceLimits());
