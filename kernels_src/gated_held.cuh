@@ -258,16 +258,17 @@ __device__ __forceinline__ GateRs RgLruGateLean(float la, float a) {
   return {om * rs, rs};
 }
 
-// Where the forward keeps b (the _o3 16-bit kernels only; the others hold b
-// in registers): with a not held (items x vec > 16) the rescan recomputed a
-// (tanh + ex2: 2 of the 7 MUFU per element, the bound once the integer work
-// is gone); with b in the staging a is held instead. With tiles of 128+ rows
-// the items-8 points do the same and free the 16 registers of b: 64
-// registers, 4 blocks of 256 per SM instead of 3 (RgLruMinBlocksFwd), for
-// one STS + one LDS per element. (Tiles of 64 keep b in registers at 3
-// blocks: the GPU run compares s8_i8_o3 with s16_i8_o3.)
+// Where the forward keeps b (the _o3 16-bit kernels; the others hold b in
+// registers): in the staging. With a not held (items x vec > 16) the rescan
+// recomputed a (tanh + ex2: 2 of the 7 MUFU per element, the bound once the
+// integer work is gone); with b in the staging a is held instead. The
+// items-8 points free the 16 registers of b: 64 registers, 4 blocks of 256
+// per SM instead of 3 (RgLruMinBlocksFwd), for one STS + one LDS per
+// element. (GPU run 1 of session 5, where only s16_i8_o3 did so: its forward
+// gained 7-12% from o2 against s8_i8's 1-2% with b in registers; the forward
+// at items 8 is latency-bound, and 32 warps per SM hide more of it.)
 constexpr bool RgLruBInStaging(int order, int elem_bytes, int steps, int vec, int tile) {
-  return order == 3 && elem_bytes == 2 && (steps * vec > 16 || tile >= 128);
+  return order == 3 && elem_bytes == 2;
 }
 
 // Forward: stages ga, gx, x (6 B per element at bf16); each thread's (a, b)

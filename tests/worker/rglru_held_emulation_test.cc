@@ -89,8 +89,9 @@ TEST(RgLruTileStager, CopiesEveryChunkOnceFromItsSource) {
 // lies inside bytes only that thread reads (its packs), and no two (row,
 // channel) pairs share one.
 TEST(RgLruBInStaging, SlotsAreTheThreadsOwnGateSlots) {
-  for (const auto& [vec, threads, strip, tile] : {std::tuple{2, 256, 64, 128}, std::tuple{2, 256, 32, 128},
-                                                  std::tuple{2, 256, 32, 256}, std::tuple{4, 128, 64, 64}}) {
+  for (const auto& [vec, threads, strip, tile] : {std::tuple{2, 256, 64, 64}, std::tuple{2, 256, 64, 128},
+                                                  std::tuple{2, 256, 32, 128}, std::tuple{2, 256, 32, 256},
+                                                  std::tuple{4, 128, 64, 64}}) {
     const int lanes = strip / vec, segs = threads / lanes, steps = tile / segs;
     const int elem = 2;  // bytes (16-bit dtypes only)
     std::vector<int> owner(static_cast<size_t>(3 * tile * strip * elem), -1), slot_used(owner.size(), 0);
