@@ -61,15 +61,18 @@ constexpr int kMinSmemSteps = 8;
 // Orders >= 3 (kernels_src/linear_scan_smem.cuh): 3 (the forward stages each
 // warp's rows itself in kWarpStagingGroups cp.async groups and scans each as it
 // lands, WarpStaging), 4 (order 2 with only order 3's register bound) and 5 / 6
-// (order 3 with the first wave's starts spread over ~2 / ~4 us, FirstWaveRamp).
-// Session 5's GPU run (bench/NOTES.md) timed o3 at 4 points, o4, o5 and o6 at
-// c64_i256: kept are o3 at t128/t256_c64_i256 (t256 won every fwd_bwd) and o5
-// at t128_c64_i256 (won the forward at three shapes); o4 and o6 stay valid by name.
+// (order 3 with the first wave's starts spread over ~2 / ~4 us, FirstWaveRamp)
+// and 7 (order 3 with the first wave paced by its landed tiles,
+// FirstWaveThrottle). Session 5's GPU run (bench/NOTES.md) timed o3 at 4 points,
+// o4, o5 and o6 at c64_i256: kept are o3 at t128/t256_c64_i256 (t256 won every
+// fwd_bwd) and o5 at t128_c64_i256 (won the forward at three shapes); o4 and o6
+// stay valid by name. o7 (after that run) at both c64_i256 points.
 constexpr int kWarpStagingGroups = 4;
 struct SmemPoint {
   int threads, strip, tile, order;
 };
-constexpr SmemPoint kLaterOrderPoints[] = {{128, 64, 256, 3}, {256, 64, 256, 3}, {128, 64, 256, 5}};
+constexpr SmemPoint kLaterOrderPoints[] = {
+    {128, 64, 256, 3}, {256, 64, 256, 3}, {128, 64, 256, 5}, {128, 64, 256, 7}, {256, 64, 256, 7}};
 
 // lookbackpipe: {threads, strip, tile, blocks per SM (at most)}, all vec 4.
 // bf16 per block: two buffers of 2 (fwd) / 3 (bwd) x strip x tile x 2 B.
@@ -372,8 +375,8 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       if (v.vec < 2) {
         return InvalidArgument("vec " + std::to_string(v.vec) + " not in {2, 4, 8} (" + family + ")");
       }
-      if (!pipe && (v.order < 0 || v.order > 6)) {
-        return InvalidArgument("order " + std::to_string(v.order) + " not in [0, 6] (" + family + ")");
+      if (!pipe && (v.order < 0 || v.order > 7)) {
+        return InvalidArgument("order " + std::to_string(v.order) + " not in [0, 7] (" + family + ")");
       }
       if (pipe && (v.blocks_per_sm < 1 || v.blocks_per_sm > kMaxPipeBlocksPerSm)) {
         return InvalidArgument("blocks per SM " + std::to_string(v.blocks_per_sm) + " not in [1, " +

@@ -242,21 +242,49 @@ __device__ __forceinline__ void StageWarpRows(const LinearScanParams& p, const S
   }
 }
 
-// ORDER 5 and 6: spreads the start of the first wave over ~ramp_ns. Block i
-// of the first `wave` blocks (the SMs x the blocks per SM that this kernel's
-// dynamic shared memory allows, of sm_90's 228 KB) sleeps ~i / wave x ramp_ns
-// before its loads. Under programmatic dependent launch the whole first wave
-// is resident, parked in griddepcontrol.wait, and leaves it at once: without
-// the ramp its blocks stage, scan, look back and store in step, and the
-// memory pipe idles while they all scan and look back. No deadlock: a block
-// waits only on smaller block indices, which sleep no longer than it does.
-__device__ __forceinline__ void FirstWaveRamp(unsigned ramp_ns) {
+// The first wave: the SMs, and the SMs x the blocks per SM that this kernel's
+// dynamic shared memory allows (of sm_90's 228 KB). Under programmatic
+// dependent launch the whole first wave is resident, parked in
+// griddepcontrol.wait, and leaves it at once: its blocks then stage, scan,
+// look back and store in step, and the memory pipe idles while they all scan
+// and look back. Orders 5-7 stagger it.
+struct FirstWaveSize {
+  unsigned sms, blocks;
+};
+__device__ __forceinline__ FirstWaveSize FirstWave() {
   unsigned sms, dynamic_smem;
   asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
   asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(dynamic_smem));
   const unsigned per_sm = 233472u / (dynamic_smem + 1024u);
-  const unsigned wave = sms * (per_sm > 0 ? per_sm : 1u);
-  if (blockIdx.x > 0 && blockIdx.x < wave) __nanosleep(ramp_ns * blockIdx.x / wave);
+  return {sms, sms * (per_sm > 0 ? per_sm : 1u)};
+}
+
+// ORDER 5 and 6: block i of the first wave sleeps ~i / wave x ramp_ns before
+// its loads. No deadlock: a block waits only on smaller block indices, which
+// sleep no longer than it does.
+__device__ __forceinline__ void FirstWaveRamp(unsigned ramp_ns) {
+  const FirstWaveSize w = FirstWave();
+  if (blockIdx.x > 0 && blockIdx.x < w.blocks) __nanosleep(ramp_ns * blockIdx.x / w.blocks);
+}
+
+// ORDER 7: the stagger driven by the data instead of the clock. Block i of the
+// first wave with i >= SMs starts staging once its warps' count of landed
+// tiles (`landed`, counted in warps by ScanSmemTile) reaches that of i - SMs + 1
+// blocks, so that about one block per SM loads at a time in the first wave
+// while the others scan, look back and store. `landed` is header[0], the
+// ticket counter that block-index orders leave unused and FinishEpoch resets.
+// The wait is bounded (~4 us of clock64) and only paces the block: a stale or
+// late count changes timing, never results, and cannot hang the grid.
+__device__ __forceinline__ void FirstWaveThrottle(const unsigned* landed, unsigned warps_per_block) {
+  const FirstWaveSize w = FirstWave();
+  if (blockIdx.x < w.sms || blockIdx.x >= w.blocks) return;  // block-uniform
+  if (threadIdx.x == 0) {
+    const unsigned need = (blockIdx.x - w.sms + 1u) * warps_per_block;
+    const long long start = clock64();
+    while (LoadAcquire(landed) < need && clock64() - start < 8000) {
+    }
+  }
+  __syncthreads();
 }
 
 // 2.-5. Scans one staged tile whose first group (a and x / dh) has landed
@@ -270,12 +298,13 @@ __device__ __forceinline__ void FirstWaveRamp(unsigned ramp_ns) {
 // kPacked: publish and look back through packed words (LookBackPacked), each
 // row thread for its own channels, with no fence and no block flag.
 // kGroups > 1: the tile was staged by StageWarpRows (or staged whole and made
-// visible by the caller): the local composition waits for each group in turn.
+// visible by the caller): the local composition waits for each group in turn;
+// with `landed`, each warp then counts itself there (FirstWaveThrottle).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int kPendingAfterH,
           bool kPacked = false, int kGroups = 1>
 __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const SmemTileIndex& x, const T* s_in,
                                              float* s_A, float* s_H, float* s_carry, unsigned tag = 0,
-                                             unsigned* epoch_header = nullptr) {
+                                             unsigned* epoch_header = nullptr, unsigned* landed = nullptr) {
   constexpr int kLanes = STRIP / VEC;
   constexpr int kSegs = THREADS / kLanes;
   constexpr int kSteps = TILE / kSegs;
@@ -329,6 +358,7 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
       if (i % (kSteps / kGroups) == 0) {
         CpAsyncWaitPending(kGroups - 1 - i / (kSteps / kGroups));
         __syncwarp();
+        if (i == kSteps - kSteps / kGroups && landed != nullptr && threadIdx.x % 32 == 0) atomicAdd(landed, 1u);
       }
     }
     const Pack<T, VEC> pa = pack_at(s_a, i);
@@ -568,8 +598,9 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
 //    groups (StageWarpRows), scanning each group as it lands; ORDER 4: as 2
 //    (the control for 3: only the forward's register bound below); ORDER 5
 //    and 6: as 3, the first wave's starts spread over ~2 / ~4 us
-//    (FirstWaveRamp). The backward of 3-6 is ORDER 2's. Orders 3, 5 and 6
-//    also take the tile index in 32-bit arithmetic (MakeSmemTileIndex).
+//    (FirstWaveRamp); ORDER 7: as 3, the first wave paced by its landed
+//    tiles (FirstWaveThrottle). The backward of 3-7 is ORDER 2's. Orders 3
+//    and 5-7 also take the tile index in 32-bit arithmetic (MakeSmemTileIndex).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int ORDER>
 __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
@@ -596,12 +627,13 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   constexpr bool kWarpStaged = (ORDER == 3 || ORDER >= 5) && !kBackward;
   // The tag is first needed after the barrier below: its load overlaps the staging.
   if (!kWarpStaged && threadIdx.x == 0) s_ticket[1] = EpochTag(header);
-  // Orders 3, 5 and 6 (forward and backward): 32-bit tile index math.
+  // Orders 3 and 5-7 (forward and backward): 32-bit tile index math.
   using Index = typename TileIndexInt<ORDER == 3 || ORDER >= 5>::type;
   const SmemTileIndex x = MakeSmemTileIndex<STRIP, TILE, kBackward, Index>(p, ticket);
 
   if constexpr (kWarpStaged) {
-    if constexpr (ORDER >= 5) FirstWaveRamp(ORDER == 5 ? 2000u : 4000u);
+    if constexpr (ORDER == 5 || ORDER == 6) FirstWaveRamp(ORDER == 5 ? 2000u : 4000u);
+    if constexpr (ORDER == 7) FirstWaveThrottle(header, THREADS / 32);
     // Warp-local staging in groups (StageWarpRows); edge tiles are staged
     // whole, checked, and made visible at a barrier. Only the row threads
     // need the tag, after the combine's barrier: they load it themselves (it
@@ -615,8 +647,8 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
       CpAsyncWait<0>();
       __syncthreads();
     }
-    ScanSmemTile<T, VEC, THREADS, STRIP, TILE, false, 0, true, W::kGroups>(p, x, s_in, s_A, s_H, s_carry, tag,
-                                                                         threadIdx.x == 0 ? header : nullptr);
+    ScanSmemTile<T, VEC, THREADS, STRIP, TILE, false, 0, true, W::kGroups>(
+        p, x, s_in, s_A, s_H, s_carry, tag, threadIdx.x == 0 ? header : nullptr, ORDER == 7 ? header : nullptr);
     return;
   }
   // 1. Stage the tile. Backward: a and dh in group 0, h_{t-1} in group 1.

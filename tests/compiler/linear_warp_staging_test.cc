@@ -1,8 +1,8 @@
 // A host emulation of lookbacksmem _o3's warp-local staging
 // (kernels_src/linear_scan_smem.cuh: WarpStaging, StageWarpRows, and the
 // per-group waits in ScanSmemTile's local composition), mirroring the
-// kernel's index math, for every warp-staged variant (_o3, and _o5/_o6 which
-// add a start ramp; the enumerated ones and those valid by name) and dtype that
+// kernel's index math, for every warp-staged variant (_o3, and _o5-_o7 which
+// stagger the first wave; the enumerated ones and those valid by name) and dtype that
 // CanImplement admits. Checks (no GPU):
 //  - each staged 16-byte chunk of a and x is copied exactly once, and by the
 //    warp whose threads read it, in a group no later than the step that
@@ -82,9 +82,10 @@ TEST(WarpStaging, EnumeratedWhereTheGpuRunSaysAndValidByName) {
     if (v.algorithm == Algorithm::kLookbackSmem && v.order >= 3) enumerated.insert(v.Name());
   }
   EXPECT_EQ(enumerated, (std::set<std::string>{"lookbacksmem_v4_t128_c64_i256_o3", "lookbacksmem_v4_t256_c64_i256_o3",
-                                               "lookbacksmem_v4_t128_c64_i256_o5"}));
+                                               "lookbacksmem_v4_t128_c64_i256_o5", "lookbacksmem_v4_t128_c64_i256_o7",
+                                               "lookbacksmem_v4_t256_c64_i256_o7"}));
   const std::vector<Variant> vs = WarpStagedVariants();
-  ASSERT_EQ(vs.size(), 7u);
+  ASSERT_EQ(vs.size(), 9u);
   for (const Variant& v : vs) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       const Status st = CanImplement(v, Fwd(dtype, 1, 8192, 2560), DeviceLimits());
@@ -226,6 +227,7 @@ TEST(WarpStaging, CanImplementRefusesWhatTheKernelCannotStage) {
             StatusCode::kInvalidArgument);
   EXPECT_TRUE(CanImplement(parsed("lookbacksmem_v4_t128_c64_i128_o3"), p, h200).ok());
   EXPECT_EQ(CanImplement(parsed("lookbacksmem_v4_t256_c64_i128_o5"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(parsed("lookbacksmem_v4_t256_c64_i128_o7"), p, h200).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(CanImplement(parsed("lookbacksmem_v4_t256_c64_i128_o4"), p, h200).ok());  // not warp-staged
 }
 

@@ -252,9 +252,11 @@ TEST(MakePlan, Workspaces) {
   EXPECT_EQ(packed->workspace_bytes, packed->workspace_zero_bytes);
   EXPECT_TRUE(packed->workspace_zero_once);
   EXPECT_EQ(packed->launches[0].name_expression, "linear_scan_fwd_lookbacksmem<__nv_bfloat16, 4, 128, 64, 256, 2>");
-  // _o3 (warp-staged forward), _o4 (its control), _o5/_o6 (_o3 with a ramp) keep _o2's packed workspace; no _o7.
+  // _o3 (warp-staged forward), _o4 (its control), _o5-_o7 (_o3 with a staggered first wave) keep _o2's
+  // packed workspace (o7 counts landed warps in its header's ticket word); no _o8.
   for (const char* name : {"lookbacksmem_v4_t128_c64_i256_o3", "lookbacksmem_v4_t128_c64_i256_o4",
-                           "lookbacksmem_v4_t128_c64_i256_o5", "lookbacksmem_v4_t128_c64_i256_o6"}) {
+                           "lookbacksmem_v4_t128_c64_i256_o5", "lookbacksmem_v4_t128_c64_i256_o6",
+                           "lookbacksmem_v4_t128_c64_i256_o7"}) {
     StatusOr<LaunchPlan> later = MakePlan(Parsed(name), p, h200);
     ASSERT_TRUE(later.ok()) << name;
     EXPECT_EQ(later->workspace_zero_bytes, packed->workspace_zero_bytes) << name;
@@ -262,7 +264,7 @@ TEST(MakePlan, Workspaces) {
     EXPECT_TRUE(later->workspace_zero_once) << name;
     EXPECT_EQ(later->launches[0].shared_bytes, packed->launches[0].shared_bytes) << name;
   }
-  EXPECT_EQ(CanImplement(Parsed("lookbacksmem_v4_t128_c64_i256_o7"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("lookbacksmem_v4_t128_c64_i256_o8"), p, h200).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CanImplement(Parsed("lookback_v4_t256_s8_i8_o2"), p, h200).code(), StatusCode::kInvalidArgument);
 }
 
