@@ -523,11 +523,12 @@ int Cli::Kernel(const ArgParser& args) {
                     });
   if (kernel->has_selection()) out_ << "selection: record " << kernel->selection().record_id() << "\n";
   out_ << "\nlaunches (in order):\n";
-  TablePrinter launches({"#", "phase", "entry", "name expression", "grid", "block", "shared B", "PDL"});
+  TablePrinter launches({"#", "phase", "entry", "name expression", "grid", "block", "shared B", "PDL", "cluster"});
   int index = 0;
   for (const v1::KernelLaunch& l : kernel->launches()) {
     launches.AddRow({std::to_string(index++), l.phase(), l.entry(), l.name_expression(), Dim3(l.grid()),
-                     Dim3(l.block()), std::to_string(l.shared_bytes()), l.dependent_launch() ? "yes" : "no"});
+                     Dim3(l.block()), std::to_string(l.shared_bytes()), l.dependent_launch() ? "yes" : "no",
+                     l.cluster_x() > 1 ? std::to_string(l.cluster_x()) : "-"});
   }
   launches.Print(out_);
   out_ << "\nparameter struct (passed by value):\n";

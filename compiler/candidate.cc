@@ -25,6 +25,7 @@ StatusOr<v1::Candidate> MakeCandidate(const Variant& variant, const Problem& pro
     k->set_shared_bytes(launch.shared_bytes);
     k->set_phase(launch.phase);
     k->set_dependent_launch(launch.dependent_launch);
+    if (launch.cluster_x > 1) k->set_cluster_x(launch.cluster_x);
   }
   return c;
 }

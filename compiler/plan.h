@@ -36,6 +36,7 @@ struct Launch {
   std::array<uint32_t, 3> block{1, 1, 1};
   uint32_t shared_bytes = 0;
   bool dependent_launch = false;      // may overlap the previous kernel (PDL); see KernelLaunch
+  uint32_t cluster_x = 1;             // blocks per thread-block cluster along x (1: none); see KernelLaunch
 };
 
 struct LaunchPlan {

@@ -8,7 +8,10 @@
 //       samu's dm_t / W added by a fix-up kernel. _o2 (v4): tiles by block
 //       index on a (strips, B, tiles) grid, packed look-back, launch epochs
 //       (workspace zeroed once) and every launch a PDL dependent; _o3: the
-//       16-bit gate's 1 - a^2 from tanh.approx)
+//       16-bit gate's 1 - a^2 from tanh.approx; _o5, samu only: _o3 with
+//       the strips of a time tile launched as one thread-block cluster, so
+//       m_t and dm_t meet in distributed shared memory: no control and no
+//       fix-up kernel)
 //   fused_d{strip}_s{segments}_c{tile}                        (v3, samu only:
 //       the v2 kernels with vec 2 and threads = strip / 2 x segments, the
 //       controller fused into the scans: the strips of a time tile meet for
@@ -70,6 +73,21 @@ constexpr HeldKnobs kHeld[] = {
 // 8-150% slower than order 3 on the H200 and was removed: bench/NOTES.md.)
 constexpr int kHeldOrders[] = {0, 2, 3};
 
+// _o5 (samu): {vec, threads, segments, items}. The cluster is the tile's
+// strips (W / strip of them, at most kMaxCluster), so strips are wide: 128
+// channels at vec 4 and 32 lanes (one warp per segment): clusters of 8 at W =
+// 1024, 16 at W = 2048. (Vec 8, strip 256, spilled 80-920 bytes at bf16,
+// ptxas, session 6: not enumerated; so W = 2560 has no _o5.)
+constexpr HeldKnobs kCluster[] = {
+    {4, 256, 8, 8, true, false},   // tile 64, b in shared memory; bwd 80 registers
+    {4, 256, 8, 16, true, false},  // tile 128, b in shared memory; bwd 128 registers
+    {4, 128, 4, 8, true, false},   // tile 32; 98 / 128 registers
+    {4, 128, 4, 16, true, false},  // tile 64; 124 / 128 registers
+};
+constexpr int kClusterOrder = 5;
+// Blocks per cluster: 8 is portable; up to 16 with the non-portable attribute (sm_90).
+constexpr int64_t kMaxCluster = 16;
+
 // v3 (`fused`, samu only): {strip, segments, tile}; vec 2, threads = strip /
 // 2 x segments: the same geometries as the vec-2 v2 points.
 struct FusedKnobs {
@@ -126,6 +144,8 @@ Variant HeldOf(const Variant& v) {
 bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback || IsFused(v); }
 // `lookback` _o2: block-index tiles, packed look-back, launch epochs, PDL.
 bool IsPacked(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order >= 2; }
+// samu `lookback` _o5: a time tile's strips as one thread-block cluster.
+bool IsCluster(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order == kClusterOrder; }
 // Channels per block and timesteps per tile of the look-back families.
 int StripOf(const Variant& v) {
   if (IsFused(v)) return v.dim_block;
@@ -139,7 +159,7 @@ int TileOf(const Variant& v) { return v.algorithm == Algorithm::kSequential ? 0 
 gated::Layout LayoutFor(const Variant& v, const Problem& p) {
   return gated::MakeLayout(p.shape.batch, p.shape.length, p.shape.width, Unit(v), TileOf(v),
                            IsSamu(p.op) ? gated::kSamuParams : gated::kRgLruParams, IsSamu(p.op),
-                           IsSamu(p.op) && IsHeld(v) && !IsFused(v), IsPacked(v));
+                           IsSamu(p.op) && IsHeld(v) && !IsFused(v) && !IsCluster(v), IsPacked(v));
 }
 
 // Dynamic shared memory of a look-back kernel; mirrors SmemPlan.
@@ -157,8 +177,8 @@ int64_t SmemBytes(const Variant& variant, DType dtype, int staged_inputs) {
 int64_t FwdSmem(const Variant& variant, Op op, DType dtype) {
   const int64_t base = SmemBytes(variant, dtype, IsSamu(op) ? 1 : 3);
   const Variant v = HeldOf(variant);
-  const bool b_smem = IsSamu(op) && v.algorithm == Algorithm::kLookback && v.order >= 3 && ElementBytes(dtype) == 2 &&
-                      v.items * v.vec > 16;
+  const bool b_smem = IsSamu(op) && v.algorithm == Algorithm::kLookback &&
+                      ((v.order >= 3 && ElementBytes(dtype) == 2) || v.order == kClusterOrder) && v.items * v.vec > 16;
   return b_smem ? (base + 15) / 16 * 16 + int64_t{TileOfLookback(v)} * StripOf(v) * 4 : base;
 }
 int64_t BwdSmem(const Variant& v, Op op, DType dtype) { return SmemBytes(v, dtype, IsSamu(op) ? 3 : 5); }
@@ -189,6 +209,10 @@ class GatedPlannerImpl final : public OpPlanner {
       }
     }
     // Enumerated for both operators (one name list); CanImplement rejects them for rglru.
+    for (const HeldKnobs& k : kCluster) {
+      variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads,
+                          .segments = k.segments, .items = k.items, .order = kClusterOrder});
+    }
     for (const FusedKnobs& k : kFusedKnobs) {
       variants.push_back({.algorithm = Algorithm::kFused, .chunk = k.tile, .dim_block = k.strip,
                           .state_split = k.segments});
@@ -210,9 +234,14 @@ class GatedPlannerImpl final : public OpPlanner {
       }
     }
     if (variant.order != 0 &&
-        !(variant.algorithm == Algorithm::kLookback && (variant.order == 2 || variant.order == 3))) {
+        !(variant.algorithm == Algorithm::kLookback &&
+          (variant.order == 2 || variant.order == 3 || variant.order == kClusterOrder))) {
       return InvalidArgument("order " + std::to_string(variant.order) +
-                             ": only the lookback family has an order knob, and only _o2 / _o3");
+                             ": only the lookback family has an order knob, and only _o2 / _o3 / _o5");
+    }
+    if (IsCluster(variant) && !IsSamu(problem.op)) {
+      return InvalidArgument("_o5 (a tile's strips as one cluster, meeting for m_t and dm_t) is samu's; rglru has no "
+                             "controller");
     }
     if (variant.order == 3 && problem.dtype == DType::kF32) {
       return InvalidArgument("_o3 differs from _o2 only in the 16-bit gate math; fp32 runs _o2");
@@ -281,7 +310,7 @@ class GatedPlannerImpl final : public OpPlanner {
     // The `lookback` / `fused` kernels hold the strip's decay constants (at most 2 x strip
     // floats, DecayConstBytes) and samu's the tile's (r_t, i_t) in static shared memory.
     const int64_t static_shared =
-        IsHeld(v) ? (IsSamu(problem.op) ? int64_t{tile} * 8 : 0) + 2 * int64_t{strip} * 4 : 0;
+        IsHeld(v) ? (IsSamu(problem.op) ? int64_t{tile} * (IsCluster(v) ? 20 : 8) : 0) + 2 * int64_t{strip} * 4 : 0;
     const int64_t shared = static_shared +
                            std::max(HasFwd(problem.mode) ? FwdSmem(v, problem.op, problem.dtype) : 0,
                                     HasBwd(problem.mode) ? BwdSmem(v, problem.op, problem.dtype) : 0);
@@ -297,6 +326,19 @@ class GatedPlannerImpl final : public OpPlanner {
       return ResourceExhausted("samu's fused scans need the " + std::to_string(lay.strips) +
                                " strips of a time tile resident at once, more than the " +
                                std::to_string(device.sm_count) + " SMs");
+    }
+    if (IsCluster(variant)) {
+      if (lay.strips > kMaxCluster) {
+        return ResourceExhausted("_o5 clusters the " + std::to_string(lay.strips) + " strips of a time tile (W " +
+                                 std::to_string(s.width) + " / strip " + std::to_string(strip) + "), over " +
+                                 std::to_string(kMaxCluster) + " blocks per cluster");
+      }
+      // The meetings' shares and controller partials live in the combine and
+      // the x / h staging (gated_held.cuh's static_asserts for kCluster).
+      if (3 * segments * strip * 4 > 2 * tile * strip * ElementBytes(problem.dtype) || segments * strip < tile) {
+        return InvalidArgument("_o5 needs tile >= 3 x segments (the staging holds the parameter sums) and segments x "
+                               "strip >= tile");
+      }
     }
     if (IsFused(variant) || IsPacked(variant)) {
       RETURN_IF_ERROR(CheckGrid(s.batch, kMaxGridY, "grid.y (batch)"));
@@ -332,11 +374,11 @@ class GatedPlannerImpl final : public OpPlanner {
       k.push_back({Role::kFinalize, Instance("samu_bwd_finalize", dtype, {strip, tile})});
     } else {
       const int strip = StripOf(v), tile = TileOfLookback(v);
-      if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
+      if (samu && !IsCluster(v)) k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
       k.push_back({Role::kFwdScan, Instance(pre + "_fwd_held", dtype, {v.vec, v.threads, strip, tile, v.order})});
       k.push_back({Role::kBwdScan, Instance(pre + "_bwd_held", dtype, {v.vec, v.threads, strip, tile, v.order})});
       if (samu) {
-        k.push_back({Role::kFixup, Instance("samu_bwd_fixup_fast", dtype, {strip, tile, v.order})});
+        if (!IsCluster(v)) k.push_back({Role::kFixup, Instance("samu_bwd_fixup_fast", dtype, {strip, tile, v.order})});
         k.push_back({Role::kFinalize, Instance("samu_bwd_finalize_fixup", dtype, {strip, tile, v.order})});
       } else {
         k.push_back({Role::kFinalize, Instance(pre + "_bwd_finalize", dtype, {strip, tile, v.order})});
@@ -365,7 +407,7 @@ class GatedPlannerImpl final : public OpPlanner {
     };
     LaunchPlan plan;
     auto add = [&](Role role, const char* phase, int64_t grid_x, int64_t grid_y, int threads, int64_t shared,
-                   int64_t grid_z = 1) {
+                   int64_t grid_z = 1, int64_t cluster_x = 1) {
       const std::string* name = name_of(role);
       if (name == nullptr) return;
       Launch launch;
@@ -374,6 +416,7 @@ class GatedPlannerImpl final : public OpPlanner {
       launch.grid = {static_cast<uint32_t>(grid_x), static_cast<uint32_t>(grid_y), static_cast<uint32_t>(grid_z)};
       launch.block = {static_cast<uint32_t>(threads), 1, 1};
       launch.shared_bytes = static_cast<uint32_t>(shared);
+      launch.cluster_x = static_cast<uint32_t>(cluster_x);
       plan.launches.push_back(std::move(launch));
     };
     const gated::Layout lay = LayoutFor(v, problem);
@@ -387,14 +430,16 @@ class GatedPlannerImpl final : public OpPlanner {
                                       : lay.seqs * lay.tiles;
     const int64_t scan_y = sequential ? s.batch : fused ? s.batch : 1;
     const int64_t scan_z = fused ? lay.tiles : 1;
+    // _o5: a cluster is the strips of one (b, tile), x fastest on the grid.
+    const int64_t cluster_x = IsCluster(v) ? lay.strips : 1;
     if (HasFwd(problem.mode)) {
       add(Role::kControl, "fwd", token_blocks, 1, gated::kFixupThreads, 0);
       add(Role::kFwdScan, "fwd", scan_x, scan_y, threads, sequential ? 0 : FwdSmem(v, problem.op, problem.dtype),
-          scan_z);
+          scan_z, cluster_x);
     }
     if (HasBwd(problem.mode)) {
       add(Role::kBwdScan, "bwd", scan_x, scan_y, threads, sequential ? 0 : BwdSmem(v, problem.op, problem.dtype),
-          scan_z);
+          scan_z, cluster_x);
       add(Role::kFixup, "bwd", token_blocks, 1, gated::kFixupThreads, 0);
       add(Role::kFinalize, "bwd", finalize_blocks, 1, gated::kFinalizeThreads, 0);
     }

@@ -846,14 +846,139 @@ __device__ __forceinline__ void SamuMeetBackward(const SamuParams& p, const Layo
   }
 }
 
+// ---- samu `_o5`: the strips of a time tile as one thread-block cluster ----------
+//
+// _o3 whose (strips, B, tiles) grid is launched in clusters of (strips, 1, 1)
+// (the plan's cluster_x): the blocks of one (b, tile) are co-scheduled and
+// read each other's shared memory, so the strips meet for m_t (forward) and
+// dm_t (backward) without the `fused` family's global counters and waits:
+// each block leaves its rows' sums over its strip in its own shared memory,
+// a cluster barrier, then every block reads the cluster's sums for its rows
+// in rank (= strip) order (deterministic) from distributed shared memory.
+// No control kernel (the forward writes p.ctrl from strip 0) and no fix-up
+// kernel (the backward adds dm_t / W before its one store of dx). A block
+// leaves only after the cluster's second barrier (ClusterWait): no block
+// reads the shared memory of one that has exited.
+__device__ __forceinline__ void ClusterArrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
+__device__ __forceinline__ void ClusterWait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+// The second arrival of a meeting: only "this block's remote reads are done"
+// (their values are already used), so no release fence (MEMBAR.GPU in SASS).
+__device__ __forceinline__ void ClusterArriveRelaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+// `local` (this block's shared memory) as seen in block `rank` of the cluster.
+__device__ __forceinline__ float LoadClusterRank(const float* local, unsigned rank) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+
+// Forward: each row's sum of x over this strip (kPer threads per row, 16-byte
+// chunks of the staged tile, a fixed butterfly) into s_rows; the cluster
+// meets; each block forms its rows' (r_t, i_t) from the strips' sums in rank
+// order into s_ri (0 past L); strip 0 writes them to p.ctrl for the backward.
+// Ends with the cluster's first arrival of the pair: the caller waits
+// (ClusterWait) before it may exit.
+template <typename T, int THREADS, int STRIP, int TILE, typename I>
+__device__ __forceinline__ void SamuClusterForward(const SamuParams& p, const TileIndexOf<I>& x, const T* s_x,
+                                                   float* s_rows, float2* s_ri) {
+  constexpr int kE = 16 / int(sizeof(T));
+  constexpr int kChunks = STRIP / kE;
+  constexpr int kFit = THREADS / TILE >= 32 ? 32 : THREADS / TILE >= 1 ? THREADS / TILE : 1;
+  constexpr int kPer = kFit >= 16 && kChunks % 16 == 0 ? (kFit >= 32 && kChunks % 32 == 0 ? 32 : 16)
+                       : kFit >= 8 && kChunks % 8 == 0 ? 8
+                       : kFit >= 4 && kChunks % 4 == 0 ? 4
+                       : kFit >= 2 && kChunks % 2 == 0 ? 2
+                                                       : 1;
+  constexpr int kRowsPerPass = THREADS / kPer;
+  const int sub = threadIdx.x % kPer;
+#pragma unroll 1
+  for (int r0 = 0; r0 < TILE; r0 += kRowsPerPass) {
+    const int r = r0 + static_cast<int>(threadIdx.x) / kPer;
+    float sum = 0.0f;
+    if (r < TILE) {
+#pragma unroll
+      for (int k = sub; k < kChunks; k += kPer) {
+        sum += ChunkSum<T>(*reinterpret_cast<const uint4*>(s_x + r * STRIP + k * kE));
+      }
+    }
+#pragma unroll
+    for (int o = kPer / 2; o >= 1; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (r < TILE && sub == 0) s_rows[r] = sum;
+  }
+  ClusterArrive();
+  ClusterWait();
+  const unsigned strips = gridDim.x;
+  float2* ctrl = reinterpret_cast<float2*>(p.ctrl) + static_cast<long long>(x.b) * p.length;
+  for (int r = threadIdx.x; r < TILE; r += THREADS) {
+    const long long t = x.base + r;
+    float2 ri = make_float2(0.0f, 0.0f);
+    if (t < p.length) {
+      float total = 0.0f;
+      for (unsigned k = 0; k < strips; ++k) total += LoadClusterRank(s_rows + r, k);
+      ri = SamuControlOf(p, total);
+      if (x.strip == 0) ctrl[t] = ri;
+    }
+    s_ri[r] = ri;
+  }
+  ClusterArriveRelaxed();
+  __syncthreads();
+}
+
+// Backward, after the rescan has left its rows' sums over this strip (sum G,
+// sum g s beta x, sum x) in s_rows3[row][3]: the cluster meets; each block
+// forms dm_t / W of its rows from the strips' sums in rank order into
+// s_share (0 before t = 0) and strip 0's block writes the (b, tile)'s
+// controller row (as the `fused` meeting). s_contrib: 4 x TILE floats of free
+// shared memory. Ends with the first arrival of the pair (the caller waits).
+template <int THREADS, int TILE, typename I>
+__device__ __forceinline__ void SamuClusterBackward(const SamuParams& p, const Layout& lay, const TileIndexOf<I>& x,
+                                                    const float* s_rows3, float* s_share, float* s_contrib) {
+  ClusterArrive();
+  ClusterWait();
+  const unsigned strips = gridDim.x;
+  for (int r = threadIdx.x; r < TILE; r += THREADS) {
+    const long long t = x.base + r;
+    float share = 0.0f, contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (t >= 0) {
+      float sums[3] = {0.0f, 0.0f, 0.0f};
+      for (unsigned k = 0; k < strips; ++k) {
+#pragma unroll
+        for (int n = 0; n < 3; ++n) sums[n] += LoadClusterRank(s_rows3 + r * 3 + n, k);
+      }
+      const SamuShare sh = SamuShareOf(p, sums);
+      share = sh.share;
+#pragma unroll
+      for (int n = 0; n < 4; ++n) contrib[n] = sh.contrib[n];
+    }
+    s_share[r] = share;
+    if (x.strip == 0) {
+#pragma unroll
+      for (int n = 0; n < 4; ++n) s_contrib[r * 4 + n] = contrib[n];
+    }
+  }
+  ClusterArriveRelaxed();
+  __syncthreads();
+  if (x.strip == 0 && threadIdx.x < 4) {
+    float total = 0.0f;
+    for (int r = 0; r < TILE; ++r) total += s_contrib[r * 4 + threadIdx.x];
+    reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.ctrl_offset)[(x.b * lay.tiles + x.tile) * 4 +
+                                                                                threadIdx.x] = total;
+  }
+}
+
 // Where samu's forward keeps b at 16 bits and _o3 when a is not held
 // (items x vec > 16): in its own fp32 region of shared memory after the
 // combine (TILE x STRIP floats, counted by the plan; each thread's slots
 // only its own), not in 32 registers: the local pass can take the tanh gate (with b
 // held it spilled 52-56 bytes at 80 registers) and 4 blocks of 256 fit (64
 // registers, SamuMinBlocksFwd), for one STS + one LDS per element.
+// _o5 keeps b there at every dtype (vec 4: with b held the fp32 forward spilled 16-144 bytes).
 constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
-  return order >= 3 && elem_bytes == 2 && steps * vec > 16;
+  return ((order >= 3 && elem_bytes == 2) || order == 5) && steps * vec > 16;
 }
 
 // Forward: stages x (2 B per element at bf16); (r_t, i_t) of the thread's
@@ -871,7 +996,9 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
   static_assert(!FUSED || ORDER == 0, "fused: no packed look-back or PDL (the meetings' deadlock bound)");
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED, ORDER >= 2);
+  constexpr bool kCluster = ORDER == 5;  // the strips of a tile as one cluster (SamuClusterForward)
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED && !kCluster,
+                                ORDER >= 2);
   const auto x = [&] {
     if constexpr (FUSED) {
       return BlockTile<STRIP, TILE, false>(p.length);
@@ -896,7 +1023,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, false));
   // (r_t, i_t) of the tile's rows, staged once (0 past L).
   __shared__ float2 s_ri[TILE];
-  if constexpr (!FUSED) {
+  __shared__ float s_rows[kCluster ? TILE : 1];
+  if constexpr (!FUSED && !kCluster) {
     const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
     for (int r = threadIdx.x; r < TILE; r += THREADS) {
       s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
@@ -916,6 +1044,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   CpAsyncWait<0>();
   __syncthreads();
   if constexpr (FUSED) SamuMeetForward<T, THREADS, STRIP, TILE>(p, lay, x, s_in, s_ri);
+  if constexpr (kCluster) SamuClusterForward<T, THREADS, STRIP, TILE>(p, x, s_in, s_rows, s_ri);
 
   const bool interior = Interior<STRIP, TILE>(x.base, p.length, x.c_strip, p.width, l.wide);
   constexpr bool kHold = kHoldA<kSteps, VEC>;
@@ -951,6 +1080,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   }
   float s[VEC];
   CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
+  if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows: every block may exit
   if (l.nvalid <= 0) return;
   float gamma[VEC];
   LoadChannels(gamma, p.gamma, l);
@@ -1010,7 +1140,14 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
   static_assert(!FUSED || ORDER == 0, "fused: no packed look-back or PDL (the meetings' deadlock bound)");
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED, ORDER >= 2);
+  constexpr bool kCluster = ORDER == 5;   // the strips of a tile as one cluster (SamuClusterBackward)
+  constexpr bool kMeet = FUSED || kCluster;  // dx stored once, after the strips met
+  static_assert(!kCluster || 3 * kSegs * STRIP * 4 <= 2 * TILE * STRIP * int(sizeof(T)),
+                "_o5: the x / h staging holds the parameter sums (the dy slots hold the dx parts)");
+  static_assert(!kCluster || (kSegs * STRIP >= TILE && 16 <= 2 * STRIP * int(sizeof(T))),
+                "_o5: s_A holds the shares, the x / h staging the controller partials");
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED && !kCluster,
+                                ORDER >= 2);
   const auto x = StartTile<STRIP, TILE, true, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.dy, p.width) && ChunkAligned<T>(p.h, p.width);
   const T* srcs[3] = {static_cast<const T*>(p.dy), static_cast<const T*>(p.x), static_cast<const T*>(p.h)};
@@ -1089,6 +1226,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0, ORDER>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
   float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
   float* acc_sums = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.acc_offset);  // FUSED
+  __shared__ float s_rows3[kCluster ? 3 * TILE : 1];  // _o5: this strip's sums of each row
   float acc[3][VEC];
 #pragma unroll
   for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
@@ -1166,7 +1304,9 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
         if (tid % (kLanes / 8) == 0 && idx < 6) {
           const long long tt = x.base + row_of((i & ~1) + idx / 3);
           if (kIn || tt >= 0) {
-            if constexpr (FUSED) {
+            if constexpr (kCluster) {
+              s_rows3[row_of((i & ~1) + idx / 3) * 3 + idx % 3] = total;
+            } else if constexpr (FUSED) {
               atomicAdd(acc_sums + (x.b * p.length + tt) * kSamuTokenSums + idx % 3, total);
             } else {
               tok[((x.b * p.length + tt) * lay.strips + x.strip) * kSamuTokenSums + idx % 3] = total;
@@ -1181,7 +1321,9 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
         const long long token = x.b * p.length + t;
 #pragma unroll
         for (int n = 0; n < 3; ++n) {
-          if constexpr (FUSED) {
+          if constexpr (kCluster) {
+            s_rows3[row * 3 + n] = sums[n];
+          } else if constexpr (FUSED) {
             atomicAdd(acc_sums + token * kSamuTokenSums + n, sums[n]);
           } else {
             tok[(token * lay.strips + x.strip) * kSamuTokenSums + n] = sums[n];
@@ -1190,7 +1332,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
       }
     }
     if (kIn || t >= 0) {
-      if constexpr (FUSED) {
+      if constexpr (kMeet) {
         // This thread's own dy slot: only it reads dy there, and it just did.
         StoreSmemPack<T, VEC>(s_in + row * STRIP + lane * VEC, dx);
       } else {
@@ -1202,24 +1344,30 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   });
   float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
   T* s_xh = s_in + TILE * STRIP;  // the x / h staging, free after the rescan
-  WriteParamPartials<3, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(FUSED ? s_xh : s_in), param,
+  WriteParamPartials<3, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(kMeet ? s_xh : s_in), param,
                                              x.b * lay.tiles + x.tile, x.c_strip, p.width);
-  if constexpr (FUSED) {
-    SamuMeetBackward<THREADS, TILE>(p, lay, x, s_A, reinterpret_cast<float*>(s_xh));
-    if (l.nvalid <= 0) return;
-    T* __restrict__ o_dx = static_cast<T*>(p.dx) + off0;
-#pragma unroll 2
-    for (int i = 0; i < kSteps; ++i, o_dx -= p.width) {
-      const int row = row_of(i);
-      const long long t = x.base + row;
-      if (!interior && t < 0) break;
-      const Pack<T, VEC> part = pack_at(0, row);
-      const float share = s_A[row];
-      float v[VEC];
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) v[j] = part.Get(j) + share;
-      StorePack<T, VEC>(o_dx, v, interior || l.wide, l.nvalid);
+  if constexpr (kMeet) {
+    if constexpr (kCluster) {
+      SamuClusterBackward<THREADS, TILE>(p, lay, x, s_rows3, s_A, reinterpret_cast<float*>(s_xh));
+    } else {
+      SamuMeetBackward<THREADS, TILE>(p, lay, x, s_A, reinterpret_cast<float*>(s_xh));
     }
+    if (l.nvalid > 0) {
+      T* __restrict__ o_dx = static_cast<T*>(p.dx) + off0;
+#pragma unroll 2
+      for (int i = 0; i < kSteps; ++i, o_dx -= p.width) {
+        const int row = row_of(i);
+        const long long t = x.base + row;
+        if (!interior && t < 0) break;
+        const Pack<T, VEC> part = pack_at(0, row);
+        const float share = s_A[row];
+        float v[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) v[j] = part.Get(j) + share;
+        StorePack<T, VEC>(o_dx, v, interior || l.wide, l.nvalid);
+      }
+    }
+    if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows3: every block may exit
   }
 }
 
@@ -1337,6 +1485,10 @@ constexpr int SamuMinBlocksFwd(int threads, int vec, int strip, int tile) {
   const int steps = tile / (threads / (strip / vec));
   return threads >= 256 && SamuBInSmem(ORDER, int(sizeof(T)), steps, vec) ? 4 : HeldMinBlocks(threads, vec, strip, tile);
 }
+// _o5 (vec 4: twice the channel state of the vec-2 points): 2 blocks of 256
+// or 3 of 128 per SM, so 128 / 170 registers (ptxas, session 6: at 80 / 128
+// registers they spilled 4-36 bytes).
+constexpr int SamuMinBlocksBwdCluster(int threads) { return threads >= 256 ? 2 : 3; }
 template <typename T>
 constexpr int SamuMinBlocksBwd(int threads, int vec, int strip, int tile) {
   return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 3, tile * 8 + DecayConstBytes(strip, true),
@@ -1369,7 +1521,9 @@ __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksFwd<T, ORDER>(THR
   gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
-__global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) samu_bwd_held(const SamuParams p) {
+__global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS)
+                                                      : gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE))
+    samu_bwd_held(const SamuParams p) {
   gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
 }
 template <typename T, int UNIT, int TILE, int ORDER>
@@ -1383,7 +1537,7 @@ template <typename T, int UNIT, int TILE, int ORDER>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_finalize_fixup(const SamuParams p) {
   scan::GridDependencyWait();
   scan::LaunchDependents();
-  gated::SamuFinalize<UNIT, TILE, true, ORDER >= 2>(p);
+  gated::SamuFinalize<UNIT, TILE, ORDER != 5, ORDER >= 2>(p);  // _o5: one controller row per (b, tile)
 }
 
 // The `fused` family of samu (fused_d{strip}_s{segments}_c{tile}: vec 2,

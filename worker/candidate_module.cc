@@ -34,7 +34,14 @@ StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContex
     }
     k.shared_bytes = launch.shared_bytes();
     k.dependent_launch = launch.dependent_launch();
-    k.launch_call = (k.dependent_launch ? "cuLaunchKernelEx(" : "cuLaunchKernel(") + k.entry + ")";
+    k.cluster_x = launch.cluster_x() > 1 ? launch.cluster_x() : 1;
+    if (k.grid[0] % k.cluster_x != 0) {
+      return InvalidArgument("candidate " + candidate.variant() + ": kernel " + k.entry + " has grid.x " +
+                             std::to_string(k.grid[0]) + ", not a multiple of its cluster of " +
+                             std::to_string(k.cluster_x));
+    }
+    const bool ex = k.dependent_launch || k.cluster_x > 1;
+    k.launch_call = (ex ? "cuLaunchKernelEx(" : "cuLaunchKernel(") + k.entry + ")";
     const std::string call = "cuModuleGetFunction(" + k.entry + ")";
     RETURN_IF_ERROR(driver.Check(api.ModuleGetFunction(&k.function, m->module_, k.entry.c_str()), call.c_str(),
                                  CudaCallSite::kModuleLoad, failure));
@@ -42,6 +49,11 @@ StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContex
       RETURN_IF_ERROR(driver.Check(api.FuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                         static_cast<int>(k.shared_bytes)),
                                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", CudaCallSite::kModuleLoad,
+                                   failure));
+    }
+    if (k.cluster_x > 8) {
+      RETURN_IF_ERROR(driver.Check(api.FuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+                                   "cuFuncSetAttribute(NON_PORTABLE_CLUSTER_SIZE_ALLOWED)", CudaCallSite::kModuleLoad,
                                    failure));
     }
     if (k.shared_bytes > 0) {
@@ -88,16 +100,25 @@ Status CandidateModule::Enqueue(const std::string& phase, const void* params, CU
   void* args[] = {const_cast<void*>(params)};
   for (const Kernel& k : kernels_) {
     if (k.phase != phase) continue;
-    if (!k.dependent_launch) {
+    if (!k.dependent_launch && k.cluster_x == 1) {
       RETURN_IF_ERROR(driver.Check(api.LaunchKernel(k.function, k.grid[0], k.grid[1], k.grid[2], k.block[0],
                                                     k.block[1], k.block[2], k.shared_bytes, ctx_.stream(), args,
                                                     nullptr),
                                    k.launch_call.c_str(), CudaCallSite::kLaunch, failure));
       continue;
     }
-    CUlaunchAttribute attribute = {};
-    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchAttribute attributes[2] = {};
+    unsigned count = 0;
+    if (k.dependent_launch) {
+      attributes[count].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+      attributes[count++].value.programmaticStreamSerializationAllowed = 1;
+    }
+    if (k.cluster_x > 1) {
+      attributes[count].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      attributes[count].value.clusterDim.x = k.cluster_x;
+      attributes[count].value.clusterDim.y = 1;
+      attributes[count++].value.clusterDim.z = 1;
+    }
     CUlaunchConfig config = {};
     config.gridDimX = k.grid[0];
     config.gridDimY = k.grid[1];
@@ -107,8 +128,8 @@ Status CandidateModule::Enqueue(const std::string& phase, const void* params, CU
     config.blockDimZ = k.block[2];
     config.sharedMemBytes = k.shared_bytes;
     config.hStream = ctx_.stream();
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    config.attrs = attributes;
+    config.numAttrs = count;
     RETURN_IF_ERROR(driver.Check(api.LaunchKernelEx(&config, k.function, args, nullptr), k.launch_call.c_str(),
                                  CudaCallSite::kLaunch, failure));
   }

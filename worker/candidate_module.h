@@ -41,7 +41,8 @@ class CandidateModule {
   // parameter struct (OpIo::Params), whose workspace field is `workspace`,
   // workspace_bytes() of device memory. Kernels whose launch may depend
   // programmatically on the previous one go through cuLaunchKernelEx with
-  // programmatic stream serialization (PDL).
+  // programmatic stream serialization (PDL); so do kernels launched in
+  // thread-block clusters (the cluster dimension attribute).
   Status Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace, CudaFailure* failure) const;
 
  private:
@@ -54,6 +55,7 @@ class CandidateModule {
     unsigned block[3] = {1, 1, 1};
     unsigned shared_bytes = 0;
     bool dependent_launch = false;
+    unsigned cluster_x = 1;
   };
   explicit CandidateModule(const GpuContext& ctx) : ctx_(ctx) {}
 

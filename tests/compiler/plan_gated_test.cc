@@ -175,10 +175,12 @@ TEST(GatedPlan, SeedShapes) {
         const bool fused = v.algorithm == Algorithm::kFused;
         const bool held = v.algorithm == Algorithm::kLookback || fused;
         const bool packed = v.algorithm == Algorithm::kLookback && v.order >= 2;
-        const bool fixup = samu && (sequential || held) && !fused;
-        const bool control = samu && !fused;
+        // _o5: the strips of a time tile as one cluster meet for m_t and dm_t.
+        const bool cluster = v.algorithm == Algorithm::kLookback && v.order == 5;
+        const bool fixup = samu && (sequential || held) && !fused && !cluster;
+        const bool control = samu && !fused && !cluster;
         const std::vector<std::string> names = NameExpressions(v, op, p.dtype);
-        // rglru and samu fused: fwd scan | bwd scan, finalize; samu: control, fwd scan | bwd scan,
+        // rglru, samu fused and _o5: fwd scan | bwd scan, finalize; samu: control, fwd scan | bwd scan,
         // (sequential, lookback: fix-up,) finalize.
         const size_t kernels = control ? (fixup ? 5u : 4u) : 3u;
         ASSERT_EQ(names.size(), kernels);
@@ -203,10 +205,15 @@ TEST(GatedPlan, SeedShapes) {
         const int tile = fused ? v.chunk : held ? v.segments * v.items : 0;
         const int unit = sequential ? 32 * v.vec : strip;
         const gated::Layout lay = gated::MakeLayout(s.batch, s.length, s.width, unit, sequential ? 0 : tile,
-                                                    samu ? 3 : 1, samu, samu && held && !fused, packed);
+                                                    samu ? 3 : 1, samu, samu && held && !fused && !cluster, packed);
         // _o2: zeroed once (launch epochs), every launch a PDL dependent; the others neither.
         EXPECT_EQ(plan->workspace_zero_once, packed);
         for (const Launch& l : plan->launches) EXPECT_EQ(l.dependent_launch, packed) << l.name_expression;
+        // _o5's scans launch in clusters of the tile's strips (grid.x); nothing else does.
+        for (const Launch& l : plan->launches) {
+          const bool scan = l.name_expression.find("_held<") != std::string::npos;
+          EXPECT_EQ(l.cluster_x, cluster && scan ? l.grid[0] : 1u) << l.name_expression;
+        }
         if (samu) {
           EXPECT_EQ(lay.ctrl_rows, fixup ? lay.fix_blocks : lay.parts);
         }
@@ -232,6 +239,7 @@ TEST(GatedPlan, SeedShapes) {
           const int64_t staged = (samu ? 1 : 3) * int64_t{tile} * strip * 2;
           // samu's 16-bit _o3 forward with items x vec > 16 adds b's TILE x STRIP fp32 region.
           const bool b_smem = samu && v.algorithm == Algorithm::kLookback && v.order >= 3 && v.items * v.vec > 16;
+          if (cluster) EXPECT_LE(CeilDiv(s.width, strip), 16);
           const int64_t combine_end = staged + (2 * segs * strip + strip) * 4 + 16;
           EXPECT_EQ(fwd_scan.shared_bytes, static_cast<uint32_t>(b_smem ? (combine_end + 15) / 16 * 16 + int64_t{tile} * strip * 4
                                                                           : combine_end));

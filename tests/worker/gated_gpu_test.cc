@@ -54,6 +54,9 @@ void VerifyOperator(Op op) {
     // A single long sequence: many tiles chained by the look-back, parameter
     // gradients summed over 8192 tokens.
     problems.push_back(MakeProblem(op, {1, 8192, 256}, dtype, Mode::kFwdBwd, true));
+    // samu _o5: a cluster of 8 strips of 128 channels, the last one partial
+    // (104 channels), meeting over tiles that end past L.
+    problems.push_back(MakeProblem(op, {2, 520, 1000}, dtype, Mode::kFwdBwd, true));
     for (const Problem& problem : problems) {
       testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()]);
       if (::testing::Test::HasFatalFailure()) return;
