@@ -75,14 +75,15 @@ constexpr int kHeldOrders[] = {0, 2, 3};
 
 // _o5 (samu): {vec, threads, segments, items}. The cluster is the tile's
 // strips (W / strip of them, at most kMaxCluster), so strips are wide: 128
-// channels at vec 4 and 32 lanes (one warp per segment): clusters of 8 at W =
-// 1024, 16 at W = 2048. (Vec 8, strip 256, spilled 80-920 bytes at bf16,
-// ptxas, session 6: not enumerated; so W = 2560 has no _o5.)
+// or 256 channels. At vec 2 (the o3 points' registers) a segment is 2 or 4
+// warps (the backward's row sums per warp, met in the cluster); vec 4 keeps
+// one warp per segment. (Vec 8, strip 256 in one warp, spilled 80-920 bytes
+// at bf16, ptxas, session 6: not enumerated.)
 constexpr HeldKnobs kCluster[] = {
-    {4, 256, 8, 8, true, false},   // tile 64, b in shared memory; bwd 80 registers
-    {4, 256, 8, 16, true, false},  // tile 128, b in shared memory; bwd 128 registers
-    {4, 128, 4, 8, true, false},   // tile 32; 98 / 128 registers
-    {4, 128, 4, 16, true, false},  // tile 64; 124 / 128 registers
+    {2, 256, 4, 16, true, false},  // strip 128, tile 64: clusters of 8 / 16 at W = 1024 / 2048
+    {2, 512, 8, 16, true, false},  // strip 128, tile 128
+    {2, 512, 4, 16, true, false},  // strip 256, tile 64: clusters of 4 / 8 / 10 at W = 1024 / 2048 / 2560
+    {4, 256, 8, 16, true, false},  // strip 128, tile 128, one warp per segment (the first _o5 point)
 };
 constexpr int kClusterOrder = 5;
 // Blocks per cluster: 8 is portable; up to 16 with the non-portable attribute (sm_90).
@@ -298,7 +299,7 @@ class GatedPlannerImpl final : public OpPlanner {
     if (lanes < 32 ? 32 % lanes != 0 : lanes % 32 != 0) {
       return InvalidArgument("strip / vec = " + std::to_string(lanes) + " lanes must divide 32 or be whole warps");
     }
-    if (IsSamu(problem.op) && lanes > 32) {
+    if (IsSamu(problem.op) && lanes > 32 && !IsCluster(v)) {
       return InvalidArgument("samu's per-token sums reduce over one warp: strip / vec = " + std::to_string(lanes) +
                              " lanes must be at most 32");
     }

@@ -876,6 +876,20 @@ __device__ __forceinline__ float LoadClusterRank(const float* local, unsigned ra
   return v;
 }
 
+// Blocks per cluster at most (the plan's kMaxCluster; 16 with the non-portable attribute).
+constexpr int kMaxClusterBlocks = 16;
+// Sum over the cluster's ranks 0..ranks-1 (in rank order) of `local` as seen
+// in each: all loads issued before the first add (one round trip, not ranks).
+__device__ __forceinline__ float SumOverCluster(const float* local, unsigned ranks) {
+  float v[kMaxClusterBlocks];
+#pragma unroll
+  for (int k = 0; k < kMaxClusterBlocks; ++k) v[k] = k < static_cast<int>(ranks) ? LoadClusterRank(local, k) : 0.0f;
+  float total = 0.0f;
+#pragma unroll
+  for (int k = 0; k < kMaxClusterBlocks; ++k) total += v[k];
+  return total;
+}
+
 // Forward: each row's sum of x over this strip (kPer threads per row, 16-byte
 // chunks of the staged tile, a fixed butterfly) into s_rows; the cluster
 // meets; each block forms its rows' (r_t, i_t) from the strips' sums in rank
@@ -917,9 +931,7 @@ __device__ __forceinline__ void SamuClusterForward(const SamuParams& p, const Ti
     const long long t = x.base + r;
     float2 ri = make_float2(0.0f, 0.0f);
     if (t < p.length) {
-      float total = 0.0f;
-      for (unsigned k = 0; k < strips; ++k) total += LoadClusterRank(s_rows + r, k);
-      ri = SamuControlOf(p, total);
+      ri = SamuControlOf(p, SumOverCluster(s_rows + r, strips));
       if (x.strip == 0) ctrl[t] = ri;
     }
     s_ri[r] = ri;
@@ -929,25 +941,34 @@ __device__ __forceinline__ void SamuClusterForward(const SamuParams& p, const Ti
 }
 
 // Backward, after the rescan has left its rows' sums over this strip (sum G,
-// sum g s beta x, sum x) in s_rows3[row][3]: the cluster meets; each block
-// forms dm_t / W of its rows from the strips' sums in rank order into
+// sum g s beta x, sum x) in s_rows3[row][group][3] (kGroups row groups of 32
+// lanes per segment) and arrived at the cluster barrier (ClusterArrive, before
+// its parameter partials, which overlap the other blocks' arrival): waits,
+// then forms dm_t / W of its rows from the strips' sums in rank order into
 // s_share (0 before t = 0) and strip 0's block writes the (b, tile)'s
-// controller row (as the `fused` meeting). s_contrib: 4 x TILE floats of free
-// shared memory. Ends with the first arrival of the pair (the caller waits).
-template <int THREADS, int TILE, typename I>
+// controller row (as the `fused` meeting). s_free: (4 + 3 x kGroups) x TILE
+// floats of free shared memory (the controller partials, then the cluster's
+// sums of each (row, group, sum), one SumOverCluster per thread and item).
+// Ends with the second arrival of the pair (the caller waits).
+template <int THREADS, int TILE, int kGroups, typename I>
 __device__ __forceinline__ void SamuClusterBackward(const SamuParams& p, const Layout& lay, const TileIndexOf<I>& x,
-                                                    const float* s_rows3, float* s_share, float* s_contrib) {
-  ClusterArrive();
+                                                    const float* s_rows3, float* s_share, float* s_free) {
+  float* s_contrib = s_free;
+  float* s_tot = s_free + 4 * TILE;
   ClusterWait();
   const unsigned strips = gridDim.x;
+  for (int q = threadIdx.x; q < 3 * kGroups * TILE; q += THREADS) s_tot[q] = SumOverCluster(s_rows3 + q, strips);
+  ClusterArriveRelaxed();  // this block's remote reads are done
+  __syncthreads();
   for (int r = threadIdx.x; r < TILE; r += THREADS) {
     const long long t = x.base + r;
     float share = 0.0f, contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     if (t >= 0) {
       float sums[3] = {0.0f, 0.0f, 0.0f};
-      for (unsigned k = 0; k < strips; ++k) {
 #pragma unroll
-        for (int n = 0; n < 3; ++n) sums[n] += LoadClusterRank(s_rows3 + r * 3 + n, k);
+      for (int g = 0; g < kGroups; ++g) {
+#pragma unroll
+        for (int n = 0; n < 3; ++n) sums[n] += s_tot[(r * kGroups + g) * 3 + n];
       }
       const SamuShare sh = SamuShareOf(p, sums);
       share = sh.share;
@@ -960,7 +981,6 @@ __device__ __forceinline__ void SamuClusterBackward(const SamuParams& p, const L
       for (int n = 0; n < 4; ++n) s_contrib[r * 4 + n] = contrib[n];
     }
   }
-  ClusterArriveRelaxed();
   __syncthreads();
   if (x.strip == 0 && threadIdx.x < 4) {
     float total = 0.0f;
@@ -1127,7 +1147,7 @@ template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int
 __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
-  static_assert(kLanes <= 32, "samu's token sums reduce over the lanes of one warp");
+  static_assert(kLanes <= 32 || ORDER == 5, "samu's token sums reduce over the lanes of one warp (_o5: per warp)");
   static_assert(3 * kSegs * STRIP * 4 <= SP::kStagedBytes, "the staging holds the parameter sums");
   static_assert(!FUSED || 3 * kSegs * STRIP * 4 <= 2 * TILE * STRIP * int(sizeof(T)),
                 "fused: the x / h staging holds the parameter sums (the dy slots hold the dx parts)");
@@ -1144,8 +1164,9 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   constexpr bool kMeet = FUSED || kCluster;  // dx stored once, after the strips met
   static_assert(!kCluster || 3 * kSegs * STRIP * 4 <= 2 * TILE * STRIP * int(sizeof(T)),
                 "_o5: the x / h staging holds the parameter sums (the dy slots hold the dx parts)");
-  static_assert(!kCluster || (kSegs * STRIP >= TILE && 16 <= 2 * STRIP * int(sizeof(T))),
-                "_o5: s_A holds the shares, the x / h staging the controller partials");
+  static_assert(!kCluster || (kSegs * STRIP >= TILE && (4 + 3 * (kLanes > 32 ? kLanes / 32 : 1)) * 4 <=
+                                                         2 * STRIP * int(sizeof(T))),
+                "_o5: s_A holds the shares, the x / h staging the controller partials and the cluster's sums");
   const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED && !kCluster,
                                 ORDER >= 2);
   const auto x = StartTile<STRIP, TILE, true, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
@@ -1226,7 +1247,10 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0, ORDER>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
   float* tok = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.token_offset);
   float* acc_sums = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.acc_offset);  // FUSED
-  __shared__ float s_rows3[kCluster ? 3 * TILE : 1];  // _o5: this strip's sums of each row
+  // _o5: this strip's sums of each row, per row group of (at most) 32 lanes.
+  constexpr int kRowLanes = kLanes < 32 ? kLanes : 32;
+  constexpr int kGroups = kLanes / kRowLanes;
+  __shared__ float s_rows3[kCluster ? 3 * kGroups * TILE : 1];
   float acc[3][VEC];
 #pragma unroll
   for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
@@ -1299,13 +1323,13 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
       if ((i & 1) == 1 || i == kSteps - 1) {
         if ((i & 1) == 0) pend[3] = pend[4] = pend[5] = 0.0f;
         pend[6] = pend[7] = 0.0f;
-        const float total = RowSums8<kLanes>(pend);
-        const int idx = RowSumIndex<kLanes>(tid % 32);
-        if (tid % (kLanes / 8) == 0 && idx < 6) {
+        const float total = RowSums8<kRowLanes>(pend);
+        const int idx = RowSumIndex<kRowLanes>(tid % 32);
+        if (tid % (kRowLanes / 8) == 0 && idx < 6) {
           const long long tt = x.base + row_of((i & ~1) + idx / 3);
           if (kIn || tt >= 0) {
             if constexpr (kCluster) {
-              s_rows3[row_of((i & ~1) + idx / 3) * 3 + idx % 3] = total;
+              s_rows3[(row_of((i & ~1) + idx / 3) * kGroups + lane / 32) * 3 + idx % 3] = total;
             } else if constexpr (FUSED) {
               atomicAdd(acc_sums + (x.b * p.length + tt) * kSamuTokenSums + idx % 3, total);
             } else {
@@ -1342,13 +1366,14 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
     }
   }
   });
+  if constexpr (kCluster) ClusterArrive();  // s_rows3 complete; the partials below overlap the others' arrival
   float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
   T* s_xh = s_in + TILE * STRIP;  // the x / h staging, free after the rescan
   WriteParamPartials<3, VEC, THREADS, STRIP>(acc, reinterpret_cast<float*>(kMeet ? s_xh : s_in), param,
                                              x.b * lay.tiles + x.tile, x.c_strip, p.width);
   if constexpr (kMeet) {
     if constexpr (kCluster) {
-      SamuClusterBackward<THREADS, TILE>(p, lay, x, s_rows3, s_A, reinterpret_cast<float*>(s_xh));
+      SamuClusterBackward<THREADS, TILE, kGroups>(p, lay, x, s_rows3, s_A, reinterpret_cast<float*>(s_xh));
     } else {
       SamuMeetBackward<THREADS, TILE>(p, lay, x, s_A, reinterpret_cast<float*>(s_xh));
     }
@@ -1483,12 +1508,16 @@ constexpr int RgLruMinBlocksBwd(int threads, int vec, int strip, int tile) {
 template <typename T, int ORDER>
 constexpr int SamuMinBlocksFwd(int threads, int vec, int strip, int tile) {
   const int steps = tile / (threads / (strip / vec));
+  if (ORDER == 5 && SamuBInSmem(ORDER, int(sizeof(T)), steps, vec)) return 1024 / threads > 0 ? 1024 / threads : 1;
   return threads >= 256 && SamuBInSmem(ORDER, int(sizeof(T)), steps, vec) ? 4 : HeldMinBlocks(threads, vec, strip, tile);
 }
 // _o5 (vec 4: twice the channel state of the vec-2 points): 2 blocks of 256
 // or 3 of 128 per SM, so 128 / 170 registers (ptxas, session 6: at 80 / 128
 // registers they spilled 4-36 bytes).
-constexpr int SamuMinBlocksBwdCluster(int threads) { return threads >= 256 ? 2 : 3; }
+// At vec 2 (the o3 points' channel state) 1024 threads per SM, 64 registers.
+constexpr int SamuMinBlocksBwdCluster(int threads, int vec) {
+  return vec <= 2 ? (1024 / threads > 0 ? 1024 / threads : 1) : threads >= 256 ? 2 : 3;
+}
 template <typename T>
 constexpr int SamuMinBlocksBwd(int threads, int vec, int strip, int tile) {
   return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 3, tile * 8 + DecayConstBytes(strip, true),
@@ -1521,7 +1550,7 @@ __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksFwd<T, ORDER>(THR
   gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
-__global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS)
+__global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)
                                                       : gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE))
     samu_bwd_held(const SamuParams p) {
   gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
