@@ -955,6 +955,9 @@ __device__ __forceinline__ void SamuClusterBackward(const SamuParams& p, const L
                                                     const float* s_rows3, float* s_share, float* s_free) {
   float* s_contrib = s_free;
   float* s_tot = s_free + 4 * TILE;
+  // The block's own threads may still read s_free as the parameter partials'
+  // scratch (they arrived at the cluster barrier before those): a block barrier first.
+  __syncthreads();
   ClusterWait();
   const unsigned strips = gridDim.x;
   for (int q = threadIdx.x; q < 3 * kGroups * TILE; q += THREADS) s_tot[q] = SumOverCluster(s_rows3 + q, strips);
