@@ -73,18 +73,16 @@ constexpr HeldKnobs kHeld[] = {
 // 8-150% slower than order 3 on the H200 and was removed: bench/NOTES.md.)
 constexpr int kHeldOrders[] = {0, 2, 3};
 
-// _o5 (samu): {vec, threads, segments, items}. The cluster is the tile's
-// strips (W / strip of them, at most kMaxCluster), so strips are wide: 128
-// or 256 channels. At vec 2 (the o3 points' registers) a segment is 2 or 4
-// warps (the backward's row sums per warp, met in the cluster); vec 4 keeps
-// one warp per segment. (Vec 8, strip 256 in one warp, spilled 80-920 bytes
-// at bf16, ptxas, session 6: not enumerated.)
-constexpr HeldKnobs kCluster[] = {
-    {2, 256, 4, 16, true, false},  // strip 128, tile 64: clusters of 8 / 16 at W = 1024 / 2048
-    {2, 512, 8, 16, true, false},  // strip 128, tile 128
-    {2, 512, 4, 16, true, false},  // strip 256, tile 64: clusters of 4 / 8 / 10 at W = 1024 / 2048 / 2560
-    {4, 256, 8, 16, true, false},  // strip 128, tile 128, one warp per segment (the first _o5 point)
-};
+// _o5 (samu, by name only): the strips of a time tile launched as one
+// thread-block cluster (the tile's W / strip strips, at most kMaxCluster),
+// meeting in distributed shared memory for m_t and dm_t, so no control and
+// no fix-up kernel. Strips are wide: 128 or 256 channels, a segment 2 or 4
+// warps at vec 2 (the backward's row sums per warp). Not enumerated: on the
+// H200 (session 6, bench/NOTES.md "samu _o5") every point was 9-40% slower
+// fwd_bwd than the tuner's _o3 selection at the seed shapes: the meetings
+// cost more than the two streaming passes they replace. Runs by name
+// (e.g. lookback_v2_t256_s4_i16_o5, lookback_v2_t512_s8_i16_o5,
+// lookback_v2_t512_s4_i16_o5); its GPU test checks those.
 constexpr int kClusterOrder = 5;
 // Blocks per cluster: 8 is portable; up to 16 with the non-portable attribute (sm_90).
 constexpr int64_t kMaxCluster = 16;
@@ -210,10 +208,6 @@ class GatedPlannerImpl final : public OpPlanner {
       }
     }
     // Enumerated for both operators (one name list); CanImplement rejects them for rglru.
-    for (const HeldKnobs& k : kCluster) {
-      variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads,
-                          .segments = k.segments, .items = k.items, .order = kClusterOrder});
-    }
     for (const FusedKnobs& k : kFusedKnobs) {
       variants.push_back({.algorithm = Algorithm::kFused, .chunk = k.tile, .dim_block = k.strip,
                           .state_split = k.segments});

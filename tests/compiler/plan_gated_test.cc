@@ -385,6 +385,66 @@ TEST(GatedPlan, FusedGeometry) {
   EXPECT_FALSE(CanImplement(Parsed("fused_d16_s32_c512"), MakeProblem(Op::kSamu, {1, 8192, 2560}), h200).ok());
 }
 
+// samu _o5 (by name): the scans launch in clusters of the tile's strips; no
+// control and no fix-up kernel; one controller row per (b, tile).
+TEST(GatedPlan, ClusterGeometry) {
+  const DeviceLimits h200;
+  const Problem samu = MakeProblem(Op::kSamu, {4, 2048, 2048});
+  StatusOr<LaunchPlan> plan = MakePlan(Parsed("lookback_v2_t256_s4_i16_o5"), samu, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(LaunchNames(*plan), (std::vector<std::string>{"samu_fwd_held<__nv_bfloat16, 2, 256, 128, 64, 5>",
+                                                           "samu_bwd_held<__nv_bfloat16, 2, 256, 128, 64, 5>",
+                                                           "samu_bwd_finalize_fixup<__nv_bfloat16, 128, 64, 5>"}));
+  for (int i = 0; i < 2; ++i) {
+    const Launch& l = plan->launches[i];
+    EXPECT_EQ(l.grid[0], 2048u / 128);  // strips: one cluster
+    EXPECT_EQ(l.grid[1], 4u);
+    EXPECT_EQ(l.grid[2], 2048u / 64);
+    EXPECT_EQ(l.cluster_x, 2048u / 128);
+    EXPECT_TRUE(l.dependent_launch);
+  }
+  EXPECT_EQ(plan->launches[2].cluster_x, 1u);
+  const gated::Layout lay = gated::MakeLayout(4, 2048, 2048, 128, 64, 3, true, false, true);
+  EXPECT_EQ(lay.ctrl_rows, lay.parts);
+  EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
+  EXPECT_TRUE(plan->workspace_zero_once);
+  // W = 2560 is 20 strips of 128 (over 16 per cluster) but 10 of 256.
+  const Problem wide = MakeProblem(Op::kSamu, {1, 8192, 2560});
+  EXPECT_EQ(CanImplement(Parsed("lookback_v2_t256_s4_i16_o5"), wide, h200).code(), StatusCode::kResourceExhausted);
+  StatusOr<LaunchPlan> ten = MakePlan(Parsed("lookback_v2_t512_s4_i16_o5"), wide, h200);
+  ASSERT_TRUE(ten.ok()) << ten.status().ToString();
+  EXPECT_EQ(ten->launches[0].cluster_x, 10u);
+  // rglru has no controller to meet for.
+  EXPECT_EQ(CanImplement(Parsed("lookback_v2_t256_s4_i16_o5"), MakeProblem(Op::kRgLru, {4, 2048, 2048}), h200).code(),
+            StatusCode::kInvalidArgument);
+  // Not enumerated (slower than _o3 on the H200: bench/NOTES.md).
+  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) EXPECT_NE(v.order, 5) << v.Name();
+}
+
+// The named _o5 points compile for sm_90 at every dtype without spills.
+TEST(GatedNvrtc, ClusterPointsCompileWithoutSpills) {
+  const NvrtcCompiler compiler;
+  std::vector<CompileRequest> requests;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (const char* name : {"lookback_v2_t256_s4_i16_o5", "lookback_v2_t512_s8_i16_o5"}) {
+      CompileRequest r;
+      r.variant = Parsed(name);
+      r.op = Op::kSamu;
+      r.dtype = dtype;
+      requests.push_back(r);
+    }
+  }
+  const std::vector<StatusOr<CompileResult>> results = CompileAll(compiler, requests, 2);
+  ASSERT_EQ(results.size(), requests.size());
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::string what = requests[i].variant.Name() + " " + DTypeName(requests[i].dtype);
+    ASSERT_TRUE(results[i].ok()) << what << ": " << results[i].status().ToString();
+    ASSERT_EQ(results[i]->state, v1::OK) << what << "\n" << results[i]->log;
+    EXPECT_FALSE(std::regex_search(results[i]->log, std::regex("[1-9][0-9]* bytes spill"))) << what << "\n"
+                                                                                              << results[i]->log;
+  }
+}
+
 template <typename Params>
 void ExpectLayout(Op op, const std::vector<std::pair<std::string, size_t>>& fields) {
   const std::vector<v1::ParamField> layout = ParamLayout(op);

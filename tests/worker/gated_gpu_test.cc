@@ -25,10 +25,11 @@ Problem MakeProblem(Op op, Shape shape, DType dtype, Mode mode, bool h0) {
   return p;
 }
 
-void VerifyOperator(Op op) {
+// variants: the operator's enumerated ones unless given.
+void VerifyOperator(Op op, std::vector<Variant> variants = {}) {
   SCANTUNE_REQUIRE_GPU(gpu);
   const NvrtcCompiler compiler;
-  const std::vector<Variant> variants = EnumerateVariants(op, /*include_test_variants=*/false);
+  if (variants.empty()) variants = EnumerateVariants(op, /*include_test_variants=*/false);
   ASSERT_FALSE(variants.empty());
   const std::vector<Shape> shapes = {{1, 1, 1}, {2, 7, 33}, {3, 300, 100}, {2, 1000, 2050}, {1, 4096, 64}};
   std::map<std::string, testing::VerifyCounts> summary;
@@ -67,6 +68,16 @@ void VerifyOperator(Op op) {
 
 TEST(GatedGpuTest, EveryRgLruVariantIsLegal) { VerifyOperator(Op::kRgLru); }
 TEST(GatedGpuTest, EverySamuVariantIsLegal) { VerifyOperator(Op::kSamu); }
+// samu _o5 (not enumerated, runs by name): clusters of 1 (W <= strip), 4 and 8 strips here.
+TEST(GatedGpuTest, SamuClusterVariantsAreLegal) {
+  std::vector<Variant> variants;
+  for (const char* name : {"lookback_v2_t256_s4_i16_o5", "lookback_v2_t512_s8_i16_o5", "lookback_v2_t512_s4_i16_o5"}) {
+    StatusOr<Variant> v = Variant::Parse(name);
+    ASSERT_TRUE(v.ok()) << name;
+    variants.push_back(*v);
+  }
+  VerifyOperator(Op::kSamu, variants);
+}
 
 }  // namespace
 }  // namespace scantune
