@@ -144,10 +144,7 @@ bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback || Is
 // `lookback` _o2: block-index tiles, packed look-back, launch epochs, PDL.
 bool IsPacked(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order >= 2; }
 // samu `lookback` _o5: a time tile's strips as one thread-block cluster.
-// _o6: _o5 with the clusters' (b, tile) from a ticket taken as they start.
-bool IsCluster(const Variant& v) {
-  return v.algorithm == Algorithm::kLookback && (v.order == kClusterOrder || v.order == kClusterOrder + 1);
-}
+bool IsCluster(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order == kClusterOrder; }
 // Channels per block and timesteps per tile of the look-back families.
 int StripOf(const Variant& v) {
   if (IsFused(v)) return v.dim_block;
@@ -180,7 +177,7 @@ int64_t FwdSmem(const Variant& variant, Op op, DType dtype) {
   const int64_t base = SmemBytes(variant, dtype, IsSamu(op) ? 1 : 3);
   const Variant v = HeldOf(variant);
   const bool b_smem = IsSamu(op) && v.algorithm == Algorithm::kLookback &&
-                      ((v.order >= 3 && ElementBytes(dtype) == 2) || IsCluster(v)) && v.items * v.vec > 16;
+                      ((v.order >= 3 && ElementBytes(dtype) == 2) || v.order == kClusterOrder) && v.items * v.vec > 16;
   return b_smem ? (base + 15) / 16 * 16 + int64_t{TileOfLookback(v)} * StripOf(v) * 4 : base;
 }
 int64_t BwdSmem(const Variant& v, Op op, DType dtype) { return SmemBytes(v, dtype, IsSamu(op) ? 3 : 5); }
@@ -233,9 +230,9 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     if (variant.order != 0 &&
         !(variant.algorithm == Algorithm::kLookback &&
-          (variant.order == 2 || variant.order == 3 || IsCluster(variant)))) {
+          (variant.order == 2 || variant.order == 3 || variant.order == kClusterOrder))) {
       return InvalidArgument("order " + std::to_string(variant.order) +
-                             ": only the lookback family has an order knob, and only _o2 / _o3 / _o5 / _o6");
+                             ": only the lookback family has an order knob, and only _o2 / _o3 / _o5");
     }
     if (IsCluster(variant) && !IsSamu(problem.op)) {
       return InvalidArgument("_o5 (a tile's strips as one cluster, meeting for m_t and dm_t) is samu's; rglru has no "

@@ -876,45 +876,6 @@ __device__ __forceinline__ float LoadClusterRank(const float* local, unsigned ra
   return v;
 }
 
-__device__ __forceinline__ unsigned LoadClusterRankU32(const unsigned* local, unsigned rank) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(local));
-  unsigned remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(addr), "r"(rank));
-  unsigned v;
-  asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(remote) : "memory");
-  return v;
-}
-constexpr bool IsClusterOrder(int order) { return order == 5 || order == 6; }
-
-// _o6: _o5 whose clusters take their (b, tile) from a ticket (the epoch
-// header's counter, taken by rank 0 and read by the cluster after a barrier)
-// in the order they start, instead of from blockIdx: look-back waits then
-// only ever point at clusters that started earlier, whatever order the
-// hardware dispatches clusters in. Otherwise StartTile's ORDER >= 2 path
-// (PDL wait, epoch tag in s_ticket[0]).
-template <int STRIP, int TILE, bool kBackward>
-__device__ __forceinline__ TileIndexOf<int> ClusterTicketTile(void* workspace, unsigned* s_ticket, long long length) {
-  scan::GridDependencyWait();
-  scan::LaunchDependents();
-  __shared__ unsigned s_cluster_ticket;
-  unsigned* header = static_cast<unsigned*>(workspace);
-  if (threadIdx.x == 0) {
-    s_ticket[0] = scan::EpochTag(header);
-    if (blockIdx.x == 0) s_cluster_ticket = atomicAdd(header, 1u);
-  }
-  ClusterArrive();
-  ClusterWait();
-  const unsigned ticket = LoadClusterRankU32(&s_cluster_ticket, 0);
-  TileIndexOf<int> x;
-  x.strip = blockIdx.x;
-  x.b = static_cast<int>(ticket % gridDim.y);
-  x.tile = static_cast<int>(ticket / gridDim.y);
-  x.seq = x.b * gridDim.x + x.strip;
-  x.c_strip = x.strip * STRIP;
-  x.base = kBackward ? length - (static_cast<long long>(x.tile) + 1) * TILE : static_cast<long long>(x.tile) * TILE;
-  return x;
-}
-
 // Blocks per cluster at most (the plan's kMaxCluster; 16 with the non-portable attribute).
 constexpr int kMaxClusterBlocks = 16;
 // Sum over the cluster's ranks 0..ranks-1 (in rank order) of `local` as seen
@@ -1040,7 +1001,7 @@ __device__ __forceinline__ void SamuClusterBackward(const SamuParams& p, const L
 // registers, SamuMinBlocksFwd), for one STS + one LDS per element.
 // _o5 keeps b there at every dtype (vec 4: with b held the fp32 forward spilled 16-144 bytes).
 constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
-  return ((order >= 3 && elem_bytes == 2) || order == 5 || order == 6) && steps * vec > 16;
+  return ((order >= 3 && elem_bytes == 2) || order == 5) && steps * vec > 16;
 }
 
 // Forward: stages x (2 B per element at bf16); (r_t, i_t) of the thread's
@@ -1058,14 +1019,12 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
   static_assert(!FUSED || ORDER == 0, "fused: no packed look-back or PDL (the meetings' deadlock bound)");
-  constexpr bool kCluster = IsClusterOrder(ORDER);  // the strips of a tile as one cluster (SamuClusterForward)
+  constexpr bool kCluster = ORDER == 5;  // the strips of a tile as one cluster (SamuClusterForward)
   const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED && !kCluster,
                                 ORDER >= 2);
   const auto x = [&] {
     if constexpr (FUSED) {
       return BlockTile<STRIP, TILE, false>(p.length);
-    } else if constexpr (ORDER == 6) {
-      return ClusterTicketTile<STRIP, TILE, false>(p.workspace, s_ticket, p.length);
     } else {
       return StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
     }
@@ -1191,7 +1150,7 @@ template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int
 __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
-  static_assert(kLanes <= 32 || IsClusterOrder(ORDER), "samu's token sums reduce over the lanes of one warp (_o5: per warp)");
+  static_assert(kLanes <= 32 || ORDER == 5, "samu's token sums reduce over the lanes of one warp (_o5: per warp)");
   static_assert(3 * kSegs * STRIP * 4 <= SP::kStagedBytes, "the staging holds the parameter sums");
   static_assert(!FUSED || 3 * kSegs * STRIP * 4 <= 2 * TILE * STRIP * int(sizeof(T)),
                 "fused: the x / h staging holds the parameter sums (the dy slots hold the dx parts)");
@@ -1204,7 +1163,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   float* s_carry = s_H + kSegs * STRIP;
   unsigned* s_ticket = reinterpret_cast<unsigned*>(s_carry + STRIP);
   static_assert(!FUSED || ORDER == 0, "fused: no packed look-back or PDL (the meetings' deadlock bound)");
-  constexpr bool kCluster = IsClusterOrder(ORDER);  // the strips of a tile as one cluster (SamuClusterBackward)
+  constexpr bool kCluster = ORDER == 5;   // the strips of a tile as one cluster (SamuClusterBackward)
   constexpr bool kMeet = FUSED || kCluster;  // dx stored once, after the strips met
   static_assert(!kCluster || 3 * kSegs * STRIP * 4 <= 2 * TILE * STRIP * int(sizeof(T)),
                 "_o5: the x / h staging holds the parameter sums (the dy slots hold the dx parts)");
@@ -1213,13 +1172,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
                 "_o5: s_A holds the shares, the x / h staging the controller partials and the cluster's sums");
   const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED && !kCluster,
                                 ORDER >= 2);
-  const auto x = [&] {
-    if constexpr (ORDER == 6) {
-      return ClusterTicketTile<STRIP, TILE, true>(p.workspace, s_ticket, p.length);
-    } else {
-      return StartTile<STRIP, TILE, true, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
-    }
-  }();
+  const auto x = StartTile<STRIP, TILE, true, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
   const bool chunks = ChunkAligned<T>(p.x, p.width) && ChunkAligned<T>(p.dy, p.width) && ChunkAligned<T>(p.h, p.width);
   const T* srcs[3] = {static_cast<const T*>(p.dy), static_cast<const T*>(p.x), static_cast<const T*>(p.h)};
   // dy (group 0), then x and h_{t-1} (group 1); h is staged one row back, so
@@ -1558,7 +1511,7 @@ constexpr int RgLruMinBlocksBwd(int threads, int vec, int strip, int tile) {
 template <typename T, int ORDER>
 constexpr int SamuMinBlocksFwd(int threads, int vec, int strip, int tile) {
   const int steps = tile / (threads / (strip / vec));
-  if (IsClusterOrder(ORDER) && SamuBInSmem(ORDER, int(sizeof(T)), steps, vec)) return 1024 / threads > 0 ? 1024 / threads : 1;
+  if (ORDER == 5 && SamuBInSmem(ORDER, int(sizeof(T)), steps, vec)) return 1024 / threads > 0 ? 1024 / threads : 1;
   return threads >= 256 && SamuBInSmem(ORDER, int(sizeof(T)), steps, vec) ? 4 : HeldMinBlocks(threads, vec, strip, tile);
 }
 // _o5 (vec 4: twice the channel state of the vec-2 points): 2 blocks of 256
@@ -1600,7 +1553,7 @@ __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksFwd<T, ORDER>(THR
   gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
-__global__ void __launch_bounds__(THREADS, gated::IsClusterOrder(ORDER) ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)
+__global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)
                                                       : gated::SamuMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE))
     samu_bwd_held(const SamuParams p) {
   gated::SamuBackwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
@@ -1616,7 +1569,7 @@ template <typename T, int UNIT, int TILE, int ORDER>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_finalize_fixup(const SamuParams p) {
   scan::GridDependencyWait();
   scan::LaunchDependents();
-  gated::SamuFinalize<UNIT, TILE, !gated::IsClusterOrder(ORDER), ORDER >= 2>(p);  // _o5: one controller row per (b, tile)
+  gated::SamuFinalize<UNIT, TILE, ORDER != 5, ORDER >= 2>(p);  // _o5: one controller row per (b, tile)
 }
 
 // The `fused` family of samu (fused_d{strip}_s{segments}_c{tile}: vec 2,
