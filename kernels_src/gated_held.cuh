@@ -1263,8 +1263,9 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   T* __restrict__ o_dx = static_cast<T*>(p.dx) + off0;  // running row pointer
   const Lanes le = EdgeLanes<kIn>(l);  // as rglru's rescans
   float pend[8];  // RowSums8: the 3 sums of an even and an odd step, 2 zeros
-#pragma unroll
-  for (int i = 0; i < kSteps; ++i, o_dx -= p.width) {
+  // One step of the rescan; parity: i % 2, known at compile time.
+  auto step = [&](int i, auto parity) {
+    constexpr int kPar = decltype(parity)::value ? 1 : 0;
     const int row = row_of(i);
     const long long t = x.base + row;
     // No early exit: the row sums are shuffles over the whole warp. Rows
@@ -1320,19 +1321,19 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
     if constexpr (kLanes >= 16) {
       // Two rows' 3 sums at a time by RowSums8 (9 shuffles for 2 rows, not 30).
       // (At 8 lanes, strip 16, the pending sums spilled in the fused backward.)
-      const int k0 = (i & 1) * 3;
+      const int k0 = kPar * 3;
 #pragma unroll
       for (int n = 0; n < 3; ++n) pend[k0 + n] = sums[n];
-      if ((i & 1) == 1 || i == kSteps - 1) {
-        if ((i & 1) == 0) pend[3] = pend[4] = pend[5] = 0.0f;
+      if (kPar == 1 || i == kSteps - 1) {
+        if (kPar == 0) pend[3] = pend[4] = pend[5] = 0.0f;
         pend[6] = pend[7] = 0.0f;
         const float total = RowSums8<kRowLanes>(pend);
         const int idx = RowSumIndex<kRowLanes>(tid % 32);
         if (tid % (kRowLanes / 8) == 0 && idx < 6) {
-          const long long tt = x.base + row_of((i & ~1) + idx / 3);
+          const long long tt = x.base + row_of(i - kPar + idx / 3);
           if (kIn || tt >= 0) {
             if constexpr (kCluster) {
-              s_rows3[(row_of((i & ~1) + idx / 3) * kGroups + lane / 32) * 3 + idx % 3] = total;
+              s_rows3[(row_of(i - kPar + idx / 3) * kGroups + lane / 32) * 3 + idx % 3] = total;
             } else if constexpr (FUSED) {
               atomicAdd(acc_sums + (x.b * p.length + tt) * kSamuTokenSums + idx % 3, total);
             } else {
@@ -1366,6 +1367,26 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
         StorePack<T, VEC>(o_dx, dx, kIn || le.wide, le.nvalid);
       }
       if (!kIn && t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, le);
+    }
+    o_dx -= p.width;
+  };
+  if constexpr (kHold || kSteps % 2 != 0) {
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+      if (i % 2 == 0) {
+        step(i, BoolTag<false>{});
+      } else {
+        step(i, BoolTag<true>{});
+      }
+    }
+  } else {
+    // Two steps per trip, not all kSteps unrolled: unrolled, the interior
+    // rescan alone was tens of KB of SASS and the backward stalled on
+    // instruction fetch (ncu, session 6: no_instruction 1.4 cycles per issue).
+#pragma unroll 1
+    for (int i = 0; i < kSteps; i += 2) {
+      step(i, BoolTag<false>{});
+      step(i + 1, BoolTag<true>{});
     }
   }
   });
