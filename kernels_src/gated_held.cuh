@@ -474,7 +474,8 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   // a held where kHoldA allows, and also where shared memory limits the
   // block to 2 per SM (items 16: 5 staged inputs of 256 rows): there the
   // register bound is 128, not 64, and the rescan's ex2 per element goes.
-  constexpr bool kHold = kHoldA<kSteps, VEC> || RgLruMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE) <= 2;
+  // (Session 6 experiment: kHoldA alone, with the rescan two steps per trip.)
+  constexpr bool kHold = kHoldA<kSteps, VEC>;
   float av[kHold ? kSteps : 1][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
@@ -514,7 +515,8 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
     const long long off0 = (x.b * p.length + x.base + row_of(0)) * p.width + c0;
     const Lanes le = EdgeLanes<kIn>(l);
     long long off = off0;  // running row offset (one 64-bit add per row; the bases stay in the parameter bank)
-#pragma unroll
+    constexpr int kUnroll = kHold ? kSteps : 2;
+#pragma unroll kUnroll
     for (int i = 0; i < kSteps; ++i, off -= p.width) {
       const int row = row_of(i);
       const long long t = x.base + row;
