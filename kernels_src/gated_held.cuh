@@ -471,10 +471,13 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   auto row_of = [&](int i) { return TILE - 1 - (seg * kSteps + i); };
   // Interior (backward): every row at t >= 1, so h_{t-1} is always the staged one.
   const bool interior = Interior<STRIP, TILE>(x.base - 1, p.length, x.c_strip, p.width, l.wide);
-  // a held where kHoldA allows, and also where shared memory limits the
-  // block to 2 per SM (items 16: 5 staged inputs of 256 rows): there the
-  // register bound is 128, not 64, and the rescan's ex2 per element goes.
-  // (Session 6 experiment: kHoldA alone, with the rescan two steps per trip.)
+  // a held where kHoldA allows (items x vec <= 16). Elsewhere the rescan
+  // recomputes a (one ex2 per element) and runs two steps per trip instead
+  // of all kSteps unrolled: session 5 also held a at items 16 (2 blocks per
+  // SM, 128 registers), whose fully unrolled rescan made the kernel ~2x the
+  // SASS; without it fwd_bwd is 1-10% faster on the H200 and the ~12 us
+  // fwd_bwd > fwd + bwd gap of the items-16 points is gone (bench/NOTES.md,
+  // session 6).
   constexpr bool kHold = kHoldA<kSteps, VEC>;
   float av[kHold ? kSteps : 1][VEC];
   float A[VEC], H[VEC];
