@@ -1084,11 +1084,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   Fill(H, 0.0f);
   // Rows past L have (r_t, i_t) = 0 (s_ri), so a = exp(0) = 1 and b = 0
   // there without a per-row test (and they follow every stored row).
-  // With b in shared memory and a not held, no register array is indexed by
-  // step: the local pass and the rescan run two steps per trip (as the
-  // backward's rescan: smaller code).
-  constexpr int kUnroll = (kHold || !kBSmem) ? kSteps : 2;
-#pragma unroll kUnroll
+#pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int row = row0 + i;
     const float2 ri = s_ri[row];
@@ -1120,7 +1116,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   OnInterior(interior, [&](auto tag) {
   constexpr bool kIn = decltype(tag)::value;
   const Lanes le = EdgeLanes<kIn>(l);  // as rglru's rescans
-#pragma unroll kUnroll
+#pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const long long t = x.base + row0 + i;
     float r = 0.0f;
