@@ -803,6 +803,37 @@ __device__ __forceinline__ void SamuMeetForward(const SamuParams& p, const Layou
   __syncthreads();
 }
 
+// After a meeting (`fused` or `_o5`): dm_t / W of each of the tile's rows into
+// s_share (0 before t = 0), by SamuShareOf from the row's sums over all W
+// channels (sums_of(r, t, sums)); strip 0's block also writes the (b, tile)'s
+// controller row (its rows' partials summed in order; s_contrib: 4 x TILE
+// floats of free shared memory).
+template <int THREADS, int TILE, typename I, typename SumsOf>
+__device__ __forceinline__ void SamuSharesOfTile(const SamuParams& p, const Layout& lay, const TileIndexOf<I>& x,
+                                                 SumsOf sums_of, float* s_share, float* s_contrib) {
+  for (int r = threadIdx.x; r < TILE; r += THREADS) {
+    const long long t = x.base + r;
+    SamuShare sh = {0.0f, {0.0f, 0.0f, 0.0f, 0.0f}};
+    if (t >= 0) {
+      float sums[3];
+      sums_of(r, t, sums);
+      sh = SamuShareOf(p, sums);
+    }
+    s_share[r] = sh.share;
+    if (x.strip == 0) {
+#pragma unroll
+      for (int n = 0; n < 4; ++n) s_contrib[r * 4 + n] = sh.contrib[n];
+    }
+  }
+  __syncthreads();
+  if (x.strip == 0 && threadIdx.x < 4) {
+    float total = 0.0f;
+    for (int r = 0; r < TILE; ++r) total += s_contrib[r * 4 + threadIdx.x];
+    reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.ctrl_offset)[(x.b * lay.tiles + x.tile) * 4 +
+                                                                                threadIdx.x] = total;
+  }
+}
+
 // Backward, after the rescan has added its per-row sums (sum G, sum g s
 // beta x, sum x) into acc[token][0..2] by atomics: once the group has met,
 // every block forms dm_t / W for its rows into s_share (0 before t = 0);
@@ -819,36 +850,14 @@ __device__ __forceinline__ void SamuMeetBackward(const SamuParams& p, const Layo
   } else {
     WaitForGroup(counter);
   }
-  const float w_r = p.controller[0], b_r = p.controller[1], w_i = p.controller[2], b_i = p.controller[3];
-  for (int r = threadIdx.x; r < TILE; r += THREADS) {
-    const long long t = x.base + r;
-    float share = 0.0f, contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (t >= 0) {
-      const float* sums = acc + (x.b * p.length + t) * kSamuTokenSums;
-      const float s0 = __ldcg(sums), s1 = __ldcg(sums + 1), s2 = __ldcg(sums + 2);
-      const float m = s2 / static_cast<float>(p.width);
-      const float zr = fmaf(w_r, m, b_r), zi = fmaf(w_i, m, b_i);
-      const float dz_r = s0 * SigmoidAccurate(-zr);
-      const float dz_i = s1 * (SigmoidAccurate(zi) * SigmoidAccurate(-zi));
-      share = fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width);
-      contrib[0] = dz_r * m;
-      contrib[1] = dz_r;
-      contrib[2] = dz_i * m;
-      contrib[3] = dz_i;
-    }
-    s_share[r] = share;
-    if (x.strip == 0) {
+  SamuSharesOfTile<THREADS, TILE>(
+      p, lay, x,
+      [&](int, long long t, float (&sums)[3]) {
+        const float* a = acc + (x.b * p.length + t) * kSamuTokenSums;
 #pragma unroll
-      for (int n = 0; n < 4; ++n) s_contrib[r * 4 + n] = contrib[n];
-    }
-  }
-  __syncthreads();
-  if (x.strip == 0 && threadIdx.x < 4) {
-    float total = 0.0f;
-    for (int r = 0; r < TILE; ++r) total += s_contrib[r * 4 + threadIdx.x];
-    reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.ctrl_offset)[(x.b * lay.tiles + x.tile) * 4 +
-                                                                                threadIdx.x] = total;
-  }
+        for (int n = 0; n < 3; ++n) sums[n] = __ldcg(a + n);
+      },
+      s_share, s_contrib);
 }
 
 // ---- samu `_o5`: the strips of a time tile as one thread-block cluster ----------
@@ -968,34 +977,18 @@ __device__ __forceinline__ void SamuClusterBackward(const SamuParams& p, const L
   for (int q = threadIdx.x; q < 3 * kGroups * TILE; q += THREADS) s_tot[q] = SumOverCluster(s_rows3 + q, strips);
   ClusterArriveRelaxed();  // this block's remote reads are done
   __syncthreads();
-  for (int r = threadIdx.x; r < TILE; r += THREADS) {
-    const long long t = x.base + r;
-    float share = 0.0f, contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (t >= 0) {
-      float sums[3] = {0.0f, 0.0f, 0.0f};
+  SamuSharesOfTile<THREADS, TILE>(
+      p, lay, x,
+      [&](int r, long long, float (&sums)[3]) {
 #pragma unroll
-      for (int g = 0; g < kGroups; ++g) {
+        for (int n = 0; n < 3; ++n) sums[n] = 0.0f;
 #pragma unroll
-        for (int n = 0; n < 3; ++n) sums[n] += s_tot[(r * kGroups + g) * 3 + n];
-      }
-      const SamuShare sh = SamuShareOf(p, sums);
-      share = sh.share;
+        for (int g = 0; g < kGroups; ++g) {
 #pragma unroll
-      for (int n = 0; n < 4; ++n) contrib[n] = sh.contrib[n];
-    }
-    s_share[r] = share;
-    if (x.strip == 0) {
-#pragma unroll
-      for (int n = 0; n < 4; ++n) s_contrib[r * 4 + n] = contrib[n];
-    }
-  }
-  __syncthreads();
-  if (x.strip == 0 && threadIdx.x < 4) {
-    float total = 0.0f;
-    for (int r = 0; r < TILE; ++r) total += s_contrib[r * 4 + threadIdx.x];
-    reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.ctrl_offset)[(x.b * lay.tiles + x.tile) * 4 +
-                                                                                threadIdx.x] = total;
-  }
+          for (int n = 0; n < 3; ++n) sums[n] += s_tot[(r * kGroups + g) * 3 + n];
+        }
+      },
+      s_share, s_contrib);
 }
 
 // Where samu's forward keeps b at 16 bits and _o3 when a is not held
