@@ -16,6 +16,11 @@
 //       the v2 kernels with vec 2 and threads = strip / 2 x segments, the
 //       controller fused into the scans: the strips of a time tile meet for
 //       m_t (fwd) and dm_t (bwd), so no control and no fix-up kernel)
+//   chunked_v{vec}_t{threads}_c{chunk}                      (samu only,
+//       kernels_src/gated_chunked.cuh: three phases per direction over time
+//       chunks of `chunk` tokens; the passes needing m_t / dm_t own whole
+//       token rows, ceil(W / vec) threads (at most `threads`, the launch
+//       bound); no control, fix-up or look-back)
 // (v1's `lookbacksmem` family, the tile staged with an fp32 (a, b) region,
 // was dropped in session 4: 1.5-3x slower than `lookback` at every seed
 // shape, never selected; bench/NOTES.md "rglru/samu v4".)
@@ -102,6 +107,14 @@ constexpr FusedKnobs kFusedKnobs[] = {
 // went atomic: dropped.)
 constexpr int kFusedVec = 2;
 
+// `chunked` (samu only): {threads (launch bound; the rows blocks have
+// ceil(W / 8) threads rounded to a warp), chunk}; vec is 8 (16-byte packs
+// staged by cp.async).
+struct ChunkedKnobs {
+  int threads, chunk;
+};
+constexpr ChunkedKnobs kChunked[] = {{256, 32}, {256, 64}, {512, 32}, {512, 64}};
+
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
 constexpr int64_t kMaxTickets = INT_MAX / 2;  // the ticket counter is 32-bit
@@ -139,6 +152,21 @@ Variant HeldOf(const Variant& v) {
   h.threads = v.dim_block / kFusedVec * v.state_split;
   h.items = v.state_split > 0 ? v.chunk / v.state_split : 0;
   return h;
+}
+bool IsChunked(const Variant& v) { return v.algorithm == Algorithm::kChunked; }
+// Threads of a `chunked` rows block: one per vec channels of a token row, whole warps.
+int64_t RowsThreads(const Variant& v, int64_t width) { return CeilDiv(CeilDiv(width, v.vec), 32) * 32; }
+// Dynamic (the cp.async ring) and static shared memory of a `chunked` pass; mirrors gated_chunked.cuh.
+int64_t ChunkedSmem(int pass, int threads, int elem_bytes) {
+  return gated::ChunkRingBytes(pass, threads, elem_bytes);
+}
+int64_t ChunkedStaticSmem(const Variant& v, int pass) {
+  const int64_t ri = int64_t{v.chunk} * 8;  // (r_t, i_t) of the chunk
+  switch (pass) {
+    case gated::kChunkFwdAgg: return 2 * (v.threads / 32) * 8 * 4;
+    case gated::kChunkBwdScan: return 2 * (v.threads / 32) * 16 * 4 + ri;
+    default: return ri;
+  }
 }
 bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback || IsFused(v); }
 // `lookback` _o2: block-index tiles, packed look-back, launch epochs, PDL.
@@ -194,7 +222,7 @@ class GatedPlannerImpl final : public OpPlanner {
  public:
   const char* MainHeader(Op) const override { return "gated_scan.cuh"; }
 
-  std::vector<Variant> EnumerateVariants(Op) const override {
+  std::vector<Variant> EnumerateVariants(Op op) const override {
     std::vector<Variant> variants;
     for (const SeqKnobs& k : kSequential) {
       variants.push_back({.algorithm = Algorithm::kSequential, .vec = k.vec, .threads = k.threads,
@@ -212,13 +240,58 @@ class GatedPlannerImpl final : public OpPlanner {
       variants.push_back({.algorithm = Algorithm::kFused, .chunk = k.tile, .dim_block = k.strip,
                           .state_split = k.segments});
     }
+    if (IsSamu(op)) {
+      for (const ChunkedKnobs& k : kChunked) {
+        variants.push_back(
+            {.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads, .chunk = k.chunk});
+      }
+    }
     return variants;
+  }
+
+  // samu `chunked` (gated_chunked.cuh).
+  static Status CanImplementChunked(const Variant& v, const Problem& problem, const DeviceLimits& device) {
+    if (!IsSamu(problem.op)) {
+      return InvalidArgument("chunked (rows blocks meeting for m_t and dm_t) is samu's; rglru has no controller");
+    }
+    const Shape& s = problem.shape;
+    if (s.batch < 1 || s.length < 1 || s.width < 1) {
+      return InvalidArgument("shape " + FormatShape(s) + " has an empty dimension");
+    }
+    if (v.vec != gated::kChunkVec) {
+      return InvalidArgument("vec " + std::to_string(v.vec) + ": chunked stages 8-channel packs (vec 8)");
+    }
+    if (v.threads < 32 || v.threads % 32 != 0 || v.threads > device.max_threads_per_block) {
+      return InvalidArgument("threads " + std::to_string(v.threads) + " is not a multiple of 32 in [32, " +
+                             std::to_string(device.max_threads_per_block) + "]");
+    }
+    if (v.chunk < 8 || v.chunk > 4096) return InvalidArgument("chunk " + std::to_string(v.chunk) + " not in [8, 4096]");
+    const int64_t rows = RowsThreads(v, s.width);
+    if (rows > v.threads) {
+      return ResourceExhausted("a token row of W " + std::to_string(s.width) + " / vec " + std::to_string(v.vec) +
+                               " needs " + std::to_string(rows) + " threads, over the variant's " +
+                               std::to_string(v.threads));
+    }
+    const int elem = static_cast<int>(ElementBytes(problem.dtype));
+    for (int pass : {gated::kChunkFwdAgg, gated::kChunkBwdScan}) {
+      const int64_t shared = ChunkedSmem(pass, static_cast<int>(rows), elem) + ChunkedStaticSmem(v, pass);
+      if (shared > device.max_shared_per_block) {
+        return ResourceExhausted("chunked shared memory " + std::to_string(shared) + " bytes exceeds " +
+                                 std::to_string(device.max_shared_per_block));
+      }
+    }
+    const int64_t chunks = CeilDiv(s.length, v.chunk);
+    RETURN_IF_ERROR(CheckGrid(chunks, kMaxGridX, "chunked rows grid.x (chunks)"));
+    RETURN_IF_ERROR(CheckGrid(s.batch, kMaxGridY, "chunked grid.y (batch)"));
+    RETURN_IF_ERROR(CheckGrid(chunks, kMaxGridY, "chunked columns grid.y (chunks)"));
+    return CheckGrid(s.batch, kMaxGridY, "chunked columns grid.z (batch)");
   }
 
   Status CanImplement(const Variant& variant, const Problem& problem, const DeviceLimits& device) const override {
     if (problem.op != Op::kRgLru && problem.op != Op::kSamu) {
       return InvalidArgument(std::string("the gated planner has no kernels for ") + OpName(problem.op));
     }
+    if (IsChunked(variant)) return CanImplementChunked(variant, problem, device);
     if (IsFused(variant)) {
       if (!IsSamu(problem.op)) {
         return InvalidArgument("fused (the controller met inside the scans) is samu's; rglru has no controller");
@@ -347,7 +420,7 @@ class GatedPlannerImpl final : public OpPlanner {
 
   // The kernels of a variant, each with its role; NameExpressions lists the
   // names in this order and MakePlan launches them by role.
-  enum class Role { kControl, kFwdScan, kBwdScan, kFixup, kFinalize };
+  enum class Role { kControl, kFwdAgg, kFwdCarry, kFwdScan, kBwdAgg, kBwdCarry, kBwdScan, kFixup, kFinalize };
   struct Kernel {
     Role role;
     std::string name;
@@ -356,7 +429,15 @@ class GatedPlannerImpl final : public OpPlanner {
     const std::string pre = Prefix(op);
     const bool samu = IsSamu(op);
     std::vector<Kernel> k;
-    if (v.algorithm == Algorithm::kSequential) {
+    if (IsChunked(v)) {
+      k.push_back({Role::kFwdAgg, Instance("samu_fwd_chunk_agg", dtype, {v.threads, v.chunk})});
+      k.push_back({Role::kFwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 0})});
+      k.push_back({Role::kFwdScan, Instance("samu_fwd_chunk_scan", dtype, {v.chunk})});
+      k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk})});
+      k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1})});
+      k.push_back({Role::kBwdScan, Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk})});
+      k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk})});
+    } else if (v.algorithm == Algorithm::kSequential) {
       if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control", dtype, {v.vec})});
       k.push_back({Role::kFwdScan, Instance(pre + "_fwd_sequential", dtype, {v.vec, v.threads, v.prefetch})});
       k.push_back({Role::kBwdScan, Instance(pre + "_bwd_sequential", dtype, {v.vec, v.threads, v.prefetch})});
@@ -414,6 +495,30 @@ class GatedPlannerImpl final : public OpPlanner {
       launch.cluster_x = static_cast<uint32_t>(cluster_x);
       plan.launches.push_back(std::move(launch));
     };
+    if (IsChunked(v)) {
+      // Rows (chunks, B); columns (ceil(W / (128 vec)), chunks, B); carries (ceil(W / 32), B).
+      const gated::ChunkedLayout lay = gated::MakeChunkedLayout(s.batch, s.length, s.width, v.chunk);
+      const int rows = static_cast<int>(RowsThreads(v, s.width));
+      const int64_t columns = CeilDiv(s.width, int64_t{gated::kChunkColumnThreads} * v.vec);
+      const int64_t carry_x = CeilDiv(s.width, 32);
+      const int carry_threads = gated::CarrySlices(lay.chunks) * 32;
+      const int elem = static_cast<int>(ElementBytes(problem.dtype));
+      const int cols = gated::kChunkColumnThreads;
+      if (HasFwd(problem.mode)) {
+        add(Role::kFwdAgg, "fwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkFwdAgg, rows, elem));
+        add(Role::kFwdCarry, "fwd", carry_x, s.batch, carry_threads, 0);
+        add(Role::kFwdScan, "fwd", columns, lay.chunks, cols, ChunkedSmem(gated::kChunkFwdScan, cols, elem), s.batch);
+      }
+      if (HasBwd(problem.mode)) {
+        add(Role::kBwdAgg, "bwd", columns, lay.chunks, cols, ChunkedSmem(gated::kChunkBwdAgg, cols, elem), s.batch);
+        add(Role::kBwdCarry, "bwd", carry_x, s.batch, carry_threads, 0);
+        add(Role::kBwdScan, "bwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkBwdScan, rows, elem));
+        add(Role::kFinalize, "bwd", carry_x + 1, 1, gated::kFinalizeThreads, 0);
+      }
+      for (Launch& launch : plan.launches) launch.dependent_launch = true;
+      plan.workspace_bytes = static_cast<uint64_t>(lay.total_bytes);
+      return plan;
+    }
     const gated::Layout lay = LayoutFor(v, problem);
     const int64_t token_blocks = CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock);
     const int64_t finalize_blocks = CeilDiv(s.width, 32) + (samu ? 1 : 0);

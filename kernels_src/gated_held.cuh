@@ -1137,6 +1137,49 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   if (interior && x.base + row0 + kSteps == p.length && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
 }
 
+// samu's backward at one element (the `lookback` / `fused` and `chunked`
+// rescans): g = gamma dy + u; accumulates the parameter sums (dlambda,
+// dbeta, dgamma) and the token sums (sum G, sum g s beta x, sum x); u <- a g;
+// returns dx's part g s i beta (without dm_t / W). kLean (16-bit, _o3 and
+// `chunked`): rglru's regrouping (RgLruBackwardHeld): with 1 / s = rs,
+// q = la rs and G = g (a hprev la - v a^2 q) = (a g) la (hprev - a v rs);
+// i beta once.
+template <typename T, bool kLean, bool kTanh>
+__device__ __forceinline__ float SamuBackStep(float la, float a, float hprev, float xv, float dy, float2 ri,
+                                              float beta, float gamma, float ratio, float& u, float& acc0,
+                                              float& acc1, float& acc2, float (&sums)[3]) {
+  const float g = fmaf(gamma, dy, u);
+  if constexpr (kLean) {
+    const GateRs gate = RgLruGateLean(la, a);
+    const float ib = ri.y * beta;
+    const float v = ib * xv;
+    u = a * g;
+    const float big_g = (u * la) * fmaf(-v * gate.rs, a, hprev);
+    const float gs = g * gate.s;
+    const float gsx = gs * xv;
+    acc0 = fmaf(big_g, ratio, acc0);
+    acc1 = fmaf(gsx, ri.y, acc1);
+    acc2 = fmaf(dy, fmaf(a, hprev, gate.s * v), acc2);
+    sums[0] += big_g;
+    sums[1] = fmaf(gsx, beta, sums[1]);
+    sums[2] += xv;
+    return gs * ib;
+  } else {
+    const Gate gate = GateFromA<T, kTanh>(la, a);
+    const float v = ri.y * beta * xv;
+    const float big_g = g * (gate.a * hprev * la - v * gate.a * gate.a * gate.q);
+    const float gs = g * gate.s;
+    acc0 = fmaf(big_g, ratio, acc0);
+    acc1 = fmaf(gs * ri.y, xv, acc1);
+    acc2 = fmaf(dy, fmaf(gate.a, hprev, gate.s * v), acc2);
+    sums[0] += big_g;
+    sums[1] = fmaf(gs * beta, xv, sums[1]);
+    sums[2] += xv;
+    u = gate.a * g;
+    return gs * ri.y * beta;
+  }
+}
+
 // Backward scan: stages dy (group 0) and x, h_{t-1} (group 1); the local
 // pass keeps a. Writes dx without dm_t / W (the fix-up adds it), the
 // per-(token, strip) sums and the per-part parameter sums. No block waits on
@@ -1282,39 +1325,8 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
         a = (kIn || t >= 0) ? ExpDecay<T>(la) : 1.0f;  // as the local pass
       }
       const float hprev = (kIn || t > 0) ? ph.Get(j) : h0v[j];
-      const float xv = px.Get(j), dy = pd.Get(j);
-      const float g = fmaf(ch.gamma[j], dy, u[j]);
-      if constexpr (kLean) {
-        // rglru's regrouping (RgLruBackwardHeld): with 1 / s = rs, q = la rs and
-        // G = g (a hprev la - v a^2 q) = (a g) la (hprev - a v rs); i beta once.
-        const GateRs gate = RgLruGateLean(la, a);
-        const float ib = ri.y * ch.beta[j];
-        const float v = ib * xv;
-        u[j] = a * g;
-        const float big_g = (u[j] * la) * fmaf(-v * gate.rs, a, hprev);
-        const float gs = g * gate.s;
-        const float gsx = gs * xv;
-        acc[0][j] = fmaf(big_g, ch.ratio[j], acc[0][j]);
-        acc[1][j] = fmaf(gsx, ri.y, acc[1][j]);
-        acc[2][j] = fmaf(dy, fmaf(a, hprev, gate.s * v), acc[2][j]);
-        sums[0] += big_g;
-        sums[1] = fmaf(gsx, ch.beta[j], sums[1]);
-        sums[2] += xv;
-        dx[j] = gs * ib;
-      } else {
-        const Gate gate = GateFromA<T, ORDER >= 3>(la, a);
-        const float v = ri.y * ch.beta[j] * xv;
-        const float big_g = g * (gate.a * hprev * la - v * gate.a * gate.a * gate.q);
-        const float gs = g * gate.s;
-        acc[0][j] = fmaf(big_g, ch.ratio[j], acc[0][j]);
-        acc[1][j] = fmaf(gs * ri.y, xv, acc[1][j]);
-        acc[2][j] = fmaf(dy, fmaf(gate.a, hprev, gate.s * v), acc[2][j]);
-        sums[0] += big_g;
-        sums[1] = fmaf(gs * ch.beta[j], xv, sums[1]);
-        sums[2] += xv;
-        u[j] = gate.a * g;
-        dx[j] = gs * ri.y * ch.beta[j];
-      }
+      dx[j] = SamuBackStep<T, kLean, ORDER >= 3>(la, a, hprev, px.Get(j), pd.Get(j), ri, ch.beta[j], ch.gamma[j],
+                                                 ch.ratio[j], u[j], acc[0][j], acc[1][j], acc[2][j], sums);
     }
     if constexpr (kLanes >= 16) {
       // Two rows' 3 sums at a time by RowSums8 (9 shuffles for 2 rows, not 30).

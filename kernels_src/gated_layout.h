@@ -101,4 +101,57 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
   return g;
 }
 
+// samu's `chunked` family (gated_chunked.cuh): time segments ("chunks") of
+// `chunk` tokens, parts = B x chunks. Every slot is written before it is
+// read (nothing zeroed):
+//   sum_r   [parts] fp32: sum of r_t over the chunk
+//   agg     [parts][W] fp32: the chunk's local end state (fwd: h from 0;
+//           bwd: u from 0)
+//   start   [parts][W] fp32: the state entering the chunk (fwd: h from the
+//           left; bwd: u from the right)
+//   param   [parts][3][W] fp32: per-block partial sums of dlambda, dbeta, dgamma
+//   ctrl    [parts][4] fp32: per-block partial sums of the controller gradients
+// `chunked` geometry (shared with compiler/plan_gated.cc): 8 channels per
+// thread (one 16-byte pack at 16 bits); columns blocks (samu_fwd_chunk_scan,
+// samu_bwd_chunk_agg) of 128 threads; samu_chunk_carry blocks of 32 channels
+// x CarrySlices slices of the chunks. The streaming passes stage their rows
+// by cp.async in a per-thread ring of shared memory: `stages` groups of
+// `steps` tokens in flight, `inputs` rows per token.
+constexpr int kChunkVec = 8;
+constexpr int kChunkColumnThreads = 128;
+constexpr int kCarrySlices = 16;
+enum ChunkPass { kChunkFwdAgg = 0, kChunkFwdScan = 1, kChunkBwdAgg = 2, kChunkBwdScan = 3 };
+// Slices of samu_chunk_carry: runs of about 4 chunks, at most kCarrySlices.
+GATED_HD constexpr int CarrySlices(long long chunks) {
+  return chunks >= 4 * kCarrySlices ? kCarrySlices : static_cast<int>((chunks + 3) / 4);
+}
+GATED_HD constexpr int ChunkInputs(int pass) { return pass == kChunkBwdScan ? 3 : 1; }
+GATED_HD constexpr int ChunkSteps(int pass) { return pass == kChunkBwdScan ? 4 : 8; }
+GATED_HD constexpr int ChunkStages(int pass, int elem_bytes) {
+  if (pass == kChunkBwdScan) return elem_bytes == 4 ? 1 : 2;
+  return pass == kChunkFwdAgg ? 2 : 3;
+}
+GATED_HD constexpr long long ChunkRingBytes(int pass, int threads, int elem_bytes) {
+  return static_cast<long long>(ChunkStages(pass, elem_bytes)) * ChunkInputs(pass) * ChunkSteps(pass) * threads *
+         kChunkVec * elem_bytes;
+}
+
+struct ChunkedLayout {
+  long long chunks, parts;
+  long long sum_r_offset, agg_offset, start_offset, param_offset, ctrl_offset, total_bytes;
+};
+
+GATED_HD ChunkedLayout MakeChunkedLayout(long long batch, long long length, long long width, int chunk) {
+  ChunkedLayout g;
+  g.chunks = (length + chunk - 1) / chunk;
+  g.parts = batch * g.chunks;
+  g.sum_r_offset = 0;
+  g.agg_offset = RoundUp256(g.parts * 4);
+  g.start_offset = g.agg_offset + RoundUp256(g.parts * width * 4);
+  g.param_offset = g.start_offset + RoundUp256(g.parts * width * 4);
+  g.ctrl_offset = g.param_offset + RoundUp256(g.parts * kSamuParams * width * 4);
+  g.total_bytes = g.ctrl_offset + RoundUp256(g.parts * 4 * 4);
+  return g;
+}
+
 }  // namespace gated

@@ -230,6 +230,17 @@ __device__ __forceinline__ SamuShare SamuShareOf(const SamuParams& p, const floa
   return {fmaf(w_r, dz_r, w_i * dz_i) / static_cast<float>(p.width), {dz_r * m, dz_r, dz_i * m, dz_i}};
 }
 
+// SamuShareOf from the token's saved control values (r_t, i_t) instead of
+// from m_t: sigmoid(-z_r) = 1 - r_t and sigmoid'(z_i) = i_t (1 - i_t), no
+// exp per token (the `chunked` rescan at 16 bits).
+__device__ __forceinline__ SamuShare SamuShareOfControl(const SamuParams& p, const float (&sums)[3], float2 ri) {
+  const float m = sums[2] / static_cast<float>(p.width);
+  const float dz_r = sums[0] * (1.0f - ri.x);
+  const float dz_i = sums[1] * (ri.y * (1.0f - ri.y));
+  return {fmaf(p.controller[0], dz_r, p.controller[2] * dz_i) / static_cast<float>(p.width),
+          {dz_r * m, dz_r, dz_i * m, dz_i}};
+}
+
 // One warp per token: reduces the token's unit sums (in unit order per lane,
 // then a fixed butterfly), forms dz_r, dz_i and dm_t, adds dm_t / W to the
 // token's dx row, and the block writes its controller partials.
@@ -279,27 +290,14 @@ __device__ __forceinline__ void SamuFixup(const SamuParams& p) {
   }
 }
 
-// Blocks [0, ceil(W/32)): the channel parameters; the last block: the four
-// controller scalars, summed over the fix-up blocks' rows (fixed tree).
-// FIXUP: the look-back's dm_t / W came from the fix-up kernel (the
-// `lookback` family): one controller row per fix-up block. PACKED: its _o2
-// workspace (gated_layout.h).
-template <int UNIT, int TILE, bool FIXUP = false, bool PACKED = false>
-__device__ __forceinline__ void SamuFinalize(const SamuParams& p) {
-  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, FIXUP, PACKED);
-  if (static_cast<long long>(blockIdx.x) * 32 < p.width) {
-    float* const out[3] = {p.dlambda, p.dbeta, p.dgamma};
-    FinalizeParams<3>(reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.param_offset),
-                      lay.parts, p.width, out);
-    return;
-  }
-  // The four sums together: one 16-byte load per row (the rows are
-  // [ctrl_rows][4], 256-byte aligned) and one tree, not four rounds of
-  // dependent loads and 10 barriers each (the same order per sum).
+// The four controller gradients: sums over `nrows` partial rows [nrows][4]
+// (16-byte aligned), together: one 16-byte load per row and one tree, not
+// four rounds of dependent loads and 10 barriers each (the same order per
+// sum). One block of kFinalizeThreads threads.
+__device__ __forceinline__ void SumControllerRows(const float4* rows, long long nrows, float* out) {
   __shared__ float4 s_red[kFinalizeThreads];
-  const float4* rows = reinterpret_cast<const float4*>(static_cast<const char*>(p.workspace) + lay.ctrl_offset);
   float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (long long q = threadIdx.x; q < lay.ctrl_rows; q += kFinalizeThreads) {
+  for (long long q = threadIdx.x; q < nrows; q += kFinalizeThreads) {
     const float4 r = __ldcg(rows + q);
     sum.x += r.x;
     sum.y += r.y;
@@ -321,11 +319,29 @@ __device__ __forceinline__ void SamuFinalize(const SamuParams& p) {
   }
   if (threadIdx.x == 0) {
     const float4 total = s_red[0];
-    p.dcontroller[0] = total.x;
-    p.dcontroller[1] = total.y;
-    p.dcontroller[2] = total.z;
-    p.dcontroller[3] = total.w;
+    out[0] = total.x;
+    out[1] = total.y;
+    out[2] = total.z;
+    out[3] = total.w;
   }
+}
+
+// Blocks [0, ceil(W/32)): the channel parameters; the last block: the four
+// controller scalars, summed over the fix-up blocks' rows (fixed tree).
+// FIXUP: the look-back's dm_t / W came from the fix-up kernel (the
+// `lookback` family): one controller row per fix-up block. PACKED: its _o2
+// workspace (gated_layout.h).
+template <int UNIT, int TILE, bool FIXUP = false, bool PACKED = false>
+__device__ __forceinline__ void SamuFinalize(const SamuParams& p) {
+  const Layout lay = MakeLayout(p.batch, p.length, p.width, UNIT, TILE, kSamuParams, true, FIXUP, PACKED);
+  if (static_cast<long long>(blockIdx.x) * 32 < p.width) {
+    float* const out[3] = {p.dlambda, p.dbeta, p.dgamma};
+    FinalizeParams<3>(reinterpret_cast<const float*>(static_cast<const char*>(p.workspace) + lay.param_offset),
+                      lay.parts, p.width, out);
+    return;
+  }
+  SumControllerRows(reinterpret_cast<const float4*>(static_cast<const char*>(p.workspace) + lay.ctrl_offset),
+                    lay.ctrl_rows, p.dcontroller);
 }
 
 }  // namespace gated

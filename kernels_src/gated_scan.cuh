@@ -44,6 +44,10 @@
 //               (16-byte rows) adds it: no strip waits for another.
 //   fused       (samu, gated_held.cuh) lookback with the controller met
 //               inside the scans (no control and no fix-up kernel).
+//   chunked     (samu, gated_chunked.cuh) three phases per direction over
+//               time chunks (local pass, carry over chunks, rescan); the
+//               passes that need m_t or dm_t own whole token rows, so no
+//               control, no fix-up and no look-back.
 // (v1's `lookbacksmem`, staging an fp32 (a, b) region, was dropped in
 // session 4: never selected, 1.5-3x slower than `lookback`.)
 #pragma once
@@ -594,3 +598,4 @@ __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, 
 #include "gated_rglru.cuh"
 #include "gated_samu.cuh"
 #include "gated_held.cuh"
+#include "gated_chunked.cuh"

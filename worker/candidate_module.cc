@@ -1,12 +1,6 @@
 #include "worker/candidate_module.h"
 
 namespace scantune {
-namespace {
-
-// Dynamic shared memory above this needs an explicit opt-in per function.
-constexpr unsigned kDefaultSharedLimit = 48 * 1024;
-
-}  // namespace
 
 StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContext& ctx,
                                                                  const v1::Candidate& candidate,
@@ -45,7 +39,9 @@ StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContex
     const std::string call = "cuModuleGetFunction(" + k.entry + ")";
     RETURN_IF_ERROR(driver.Check(api.ModuleGetFunction(&k.function, m->module_, k.entry.c_str()), call.c_str(),
                                  CudaCallSite::kModuleLoad, failure));
-    if (k.shared_bytes > kDefaultSharedLimit) {
+    // Static and dynamic shared memory together may not pass 48 KB without the
+    // opt-in, and the static part is the kernel's: opt in for any dynamic size.
+    if (k.shared_bytes > 0) {
       RETURN_IF_ERROR(driver.Check(api.FuncSetAttribute(k.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                         static_cast<int>(k.shared_bytes)),
                                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", CudaCallSite::kModuleLoad,

@@ -1,0 +1,612 @@
+// samu's `chunked` family: chunked_v8_t{threads}_c{chunk} (included by
+// gated_scan.cuh; plans in compiler/plan_gated.cc). Time is cut into chunks
+// of CHUNK tokens; each direction runs a local pass per chunk, a carry scan
+// over the chunks and a rescan from the carries (the three-phase scan), and
+// the passes that need the per-token controller own whole token rows: a
+// "rows" block holds all W channels of a chunk (VEC channels per thread,
+// ceil(W / 8) threads, at most THREADS), so m_t and dm_t are sums inside
+// one block. Neither a control nor a fix-up pass, and no look-back.
+//   fwd 1 samu_fwd_chunk_agg   rows     m_t -> (r_t, i_t) into p.ctrl; the chunk's
+//                                        end state from h = 0 and its sum of r
+//       2 samu_chunk_carry     columns  the state entering every chunk, in order;
+//                                        h_final
+//       3 samu_fwd_chunk_scan  columns  the rescan from those states: y, h
+//   bwd 1 samu_bwd_chunk_agg   columns  the chunk's u from u = 0 (reverse) and its sum of r
+//       2 samu_chunk_carry     columns  the u entering every chunk from its right; dh0
+//       3 samu_bwd_chunk_scan  rows     dx with dm_t / W; parameter and controller
+//                                        partials per block
+//       4 samu_bwd_chunk_finalize       their sums (fixed order)
+// The carry composes a chunk as h -> A h + H with A = exp(-8 softplus(lambda)
+// sum_t r_t): samu's decay is one scalar per token, so the chunk's product of
+// a is one exp of the chunk's sum of r and the carry pass moves one float per
+// chunk and channel. Bytes per element (16-bit): fwd 2 + 6, bwd 2 + 8, plus
+// 16 / CHUNK of carries; the local passes re-read x (fwd) and dy (bwd).
+// Every kernel is a programmatic dependent (PDL): it waits on its
+// predecessor (griddepcontrol.wait) before touching what that one writes.
+#pragma once
+
+namespace gated {
+
+template <int CHUNK>
+struct ChunkSpan {
+  long long b, part, t0, t1;
+  __device__ __forceinline__ ChunkSpan(const ChunkedLayout& lay, long long chunk, long long batch_index,
+                                       long long length) {
+    b = batch_index;
+    part = b * lay.chunks + chunk;
+    t0 = chunk * CHUNK;
+    t1 = t0 + CHUNK < length ? t0 + CHUNK : length;
+  }
+};
+
+__device__ __forceinline__ float* ChunkWs(const SamuParams& p, long long offset) {
+  return reinterpret_cast<float*>(static_cast<char*>(p.workspace) + offset);
+}
+
+// -8 softplus(lambda) of this thread's channels (0 past W).
+template <int VEC>
+__device__ __forceinline__ void LoadDecays(float (&sp)[VEC], const SamuParams& p, const Lanes& l) {
+  LoadChannels(sp, p.lambda, l);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]);
+}
+
+// A thread's private ring of staged packs in dynamic shared memory (ChunkRingBytes):
+// slot [group % stages][input][step][thread], so a warp's 16-byte packs are
+// adjacent (no bank conflicts) and each thread reads back only what it
+// copied: the ring needs cp.async.wait_group, never a block barrier. A slot
+// is refilled only after its values were used (the caller issues group
+// k + stages - 1 after consuming group k - 1).
+template <typename T, int PASS>
+struct PackRing {
+  using P8 = Pack<T, kChunkVec>;
+  static constexpr int kIn = ChunkInputs(PASS), kSteps = ChunkSteps(PASS);
+  static constexpr int kStages = ChunkStages(PASS, int(sizeof(T)));
+  P8* base;
+  __device__ __forceinline__ explicit PackRing(unsigned char* smem) : base(reinterpret_cast<P8*>(smem)) {}
+  __device__ __forceinline__ P8* Slot(long long group, int input, int step) const {
+    return base + ((static_cast<int>(group % kStages) * kIn + input) * kSteps + step) * blockDim.x + threadIdx.x;
+  }
+  // One pack: cp.async where the row access is wide, else a plain load (or
+  // zeros where !valid) stored by this thread.
+  __device__ __forceinline__ void Fetch(P8* dst, const T* src, const Lanes& l, bool valid) const {
+    if (valid && l.wide) {
+#pragma unroll
+      for (int k = 0; k < int(sizeof(P8)) / 16; ++k) {
+        CpAsync16(reinterpret_cast<char*>(dst) + 16 * k, reinterpret_cast<const char*>(src) + 16 * k);
+      }
+    } else {
+      P8 pack;
+      pack.Clear();
+      if (valid) LoadPack(pack, src, false, l.nvalid);
+      *dst = pack;
+    }
+  }
+  // The group's rows of one input: step i from src + i x stride, valid for
+  // i < count; one straight run of cp.async where all are valid and wide.
+  __device__ __forceinline__ void Issue(long long group, int input, const T* src, long long stride, long long count,
+                                        const Lanes& l) const {
+    P8* dst = Slot(group, input, 0);
+    if (l.wide && count >= kSteps) {
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i) {
+#pragma unroll
+        for (int k = 0; k < int(sizeof(P8)) / 16; ++k) {
+          CpAsync16(reinterpret_cast<char*>(dst + i * blockDim.x) + 16 * k,
+                    reinterpret_cast<const char*>(src + i * stride) + 16 * k);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kSteps; ++i) Fetch(dst + i * blockDim.x, src + i * stride, l, i < count);
+    }
+  }
+};
+
+// Eight fp32 values in two 16-byte slots of a thread's own (any element type's ring).
+template <typename PackT>
+__device__ __forceinline__ void StoreFloats(PackT* lo, PackT* hi, const float (&v)[8]) {
+  static_assert(sizeof(PackT) >= 16, "a slot holds 4 fp32");
+  *reinterpret_cast<float4*>(lo) = make_float4(v[0], v[1], v[2], v[3]);
+  *reinterpret_cast<float4*>(hi) = make_float4(v[4], v[5], v[6], v[7]);
+}
+template <typename PackT>
+__device__ __forceinline__ void LoadFloats(float (&v)[8], const PackT* lo, const PackT* hi) {
+  const float4 a = *reinterpret_cast<const float4*>(lo), b = *reinterpret_cast<const float4*>(hi);
+  v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w;
+  v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+}
+
+// (r_t, i_t) of the chunk's tokens into shared memory (one barrier).
+template <int CHUNK>
+__device__ __forceinline__ void StageControl(float2 (&s_ri)[CHUNK], const SamuParams& p, long long b, long long t0,
+                                             long long t1) {
+  const float2* ctrl = reinterpret_cast<const float2*>(p.ctrl) + b * p.length;
+  for (int i = threadIdx.x; i < CHUNK; i += blockDim.x) {
+    s_ri[i] = t0 + i < t1 ? __ldg(ctrl + t0 + i) : make_float2(0.0f, 0.0f);
+  }
+  __syncthreads();
+}
+
+// ---- forward ------------------------------------------------------------------------
+
+// The forward's gate: a and s = sqrt(1 - a^2) (no q). 16-bit: 1 - a^2 =
+// tanh(-la) (1 + a^2) as GateFromA's _o3 form, then sqrt.approx (one MUFU
+// instead of rsqrt, a multiply and the zero guard); fp32: GateFast.
+struct GateAS {
+  float a, s;
+};
+__device__ __forceinline__ float SqrtApprox(float v) {
+  float y;
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+  return y;
+}
+template <typename T>
+__device__ __forceinline__ GateAS ForwardGate(float la) {
+  if constexpr (sizeof(T) == 2) {
+    const float a = ExpDecay<T>(la);
+    return {a, SqrtApprox(TanhApprox(-la) * fmaf(a, a, 1.0f))};
+  } else {
+    const Gate g = GateFast<T, true>(la);
+    return {g.a, g.s};
+  }
+}
+
+// Rows: per group of 8 tokens (staged ahead by the ring), the block's row sums
+// (RowSums8 per warp, then the warps in order), (r_t, i_t) by the lanes < 8
+// of every warp (so one barrier per group: the sums are double-buffered),
+// then each thread steps its 8 channels from h = 0 through the group.
+template <typename T, int THREADS, int CHUNK>
+__device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
+  constexpr int VEC = kChunkVec;
+  using Ring = PackRing<T, kChunkFwdAgg>;
+  constexpr int P = Ring::kSteps, D = Ring::kStages;
+  static_assert(P == 8, "RowSums8: 8 tokens per group");
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float s_sum[2][THREADS / 32][P];
+  const Ring ring(smem);
+  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
+  const ChunkSpan<CHUNK> sp_(lay, blockIdx.x, blockIdx.y, p.length);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+  const Lanes l = MakeLanes<T, VEC>(static_cast<long long>(tid) * VEC, p.width, SamuAligned<T, VEC>(p, false));
+  float sp[VEC], beta[VEC];
+  LoadDecays(sp, p, l);
+  LoadChannels(beta, p.beta, l);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  const T* __restrict__ xs = static_cast<const T*>(p.x) + sp_.b * p.length * p.width + l.c0;
+  float2* ctrl = reinterpret_cast<float2*>(p.ctrl) + sp_.b * p.length;
+  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
+  auto issue = [&](long long k) {
+    if (k < groups) {
+      const long long t = sp_.t0 + k * P;
+      ring.Issue(k, 0, xs + t * p.width, p.width, sp_.t1 - t, l);
+    }
+    CpAsyncCommit();
+  };
+#pragma unroll
+  for (int k = 0; k < D - 1; ++k) issue(k);
+  float h[VEC];
+  Fill(h, 0.0f);
+  float rsum = 0.0f;
+  for (long long k = 0; k < groups; ++k) {
+    issue(k + D - 1);
+    CpAsyncWait<D - 1>();
+    const long long tg = sp_.t0 + k * P;
+    float v[P];
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const Pack<T, VEC> px = *ring.Slot(k, 0, i);
+      v[i] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[i] += px.Get(j);
+    }
+    const float total = RowSums8<32>(v);
+    if (lane % 4 == 0) s_sum[k % 2][warp][RowSumIndex<32>(lane)] = total;
+    __syncthreads();
+    float2 ri = make_float2(0.0f, 0.0f);
+    if (lane < P && tg + lane < sp_.t1) {
+      float sum = 0.0f;
+      for (int w = 0; w < warps; ++w) sum += s_sum[k % 2][w][lane];
+      ri = SamuControlOf(p, sum);
+      if (warp == 0) ctrl[tg + lane] = ri;
+    }
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const float r = __shfl_sync(0xffffffffu, ri.x, i), ii = __shfl_sync(0xffffffffu, ri.y, i);
+      rsum += r;  // 0 past t1
+      const Pack<T, VEC> px = *ring.Slot(k, 0, i);  // read again: fewer registers, more blocks per SM
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const GateAS g = ForwardGate<T>(sp[j] * r);
+        h[j] = fmaf(g.a, h[j], g.s * ii * beta[j] * px.Get(j));
+      }
+    }
+  }
+  float* agg = ChunkWs(p, lay.agg_offset) + sp_.part * p.width + l.c0;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    if (j < l.nvalid) agg[j] = h[j];
+  }
+  if (tid == 0) ChunkWs(p, lay.sum_r_offset)[sp_.part] = rsum;
+}
+
+// Columns: the rescan from the chunk's entering state, 3 groups of 8 tokens in flight.
+template <typename T, int CHUNK>
+__device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
+  constexpr int VEC = kChunkVec;
+  using Ring = PackRing<T, kChunkFwdScan>;
+  constexpr int P = Ring::kSteps, D = Ring::kStages;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float2 s_ri[CHUNK];
+  const Ring ring(smem);
+  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
+  const ChunkSpan<CHUNK> sp_(lay, blockIdx.y, blockIdx.z, p.length);
+  const long long c0 = (static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * VEC;
+  const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, false));
+  float sp[VEC], beta[VEC], gamma[VEC];
+  LoadDecays(sp, p, l);
+  LoadChannels(beta, p.beta, l);
+  LoadChannels(gamma, p.gamma, l);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
+  if (l.nvalid <= 0) return;
+  float h[VEC];
+  LoadState(h, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
+  const long long row0 = (sp_.b * p.length) * p.width + c0;
+  const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
+  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
+  auto issue = [&](long long k) {
+    if (k < groups) {
+      const long long t = sp_.t0 + k * P;
+      ring.Issue(k, 0, xs + t * p.width, p.width, sp_.t1 - t, l);
+    }
+    CpAsyncCommit();
+  };
+#pragma unroll
+  for (int k = 0; k < D - 1; ++k) issue(k);
+  for (long long k = 0; k < groups; ++k) {
+    issue(k + D - 1);
+    CpAsyncWait<D - 1>();
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const long long t = sp_.t0 + k * P + i;
+      if (t < sp_.t1) {
+        const Pack<T, VEC> px = *ring.Slot(k, 0, i);
+        const float2 ri = s_ri[t - sp_.t0];
+        float y[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const GateAS g = ForwardGate<T>(sp[j] * ri.x);
+          h[j] = fmaf(g.a, h[j], g.s * ri.y * beta[j] * px.Get(j));
+          y[j] = gamma[j] * h[j];
+        }
+        const long long off = row0 + t * p.width;
+        StorePack<T, VEC>(static_cast<T*>(p.h) + off, h, l.wide, l.nvalid);
+        StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, l.wide, l.nvalid);
+      }
+    }
+  }
+}
+
+// ---- carries ------------------------------------------------------------------------
+
+// One block: 32 channels x blockDim.x / 32 slices (at most kCarrySlices),
+// each slice a run of chunks (in time order, or reversed for the backward).
+// A slice composes its run, one thread per channel scans the slices, then
+// each slice rescans its run and writes every chunk's entering state.
+// Forward: from h0, then h_final; backward: from 0, then dh0.
+template <typename T, int CHUNK, bool kReverse>
+__device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
+  __shared__ float s_a[kCarrySlices][32], s_h[kCarrySlices][32];
+  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
+  const int lane = threadIdx.x % 32, slice = threadIdx.x / 32, slices = blockDim.x / 32;
+  const long long c = static_cast<long long>(blockIdx.x) * 32 + lane;
+  const long long b = blockIdx.y;
+  const bool live = c < p.width;
+  const float sp = live ? -kC * SoftplusAccurate(p.lambda[c]) : 0.0f;
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  const long long n = lay.chunks;
+  const long long per = (n + slices - 1) / slices;
+  const long long q0 = slice * per, q1 = q0 + per < n ? q0 + per : n;
+  const float* __restrict__ sum_r = ChunkWs(p, lay.sum_r_offset) + b * n;
+  const float* __restrict__ agg = ChunkWs(p, lay.agg_offset) + b * n * p.width + c;
+  float* start = ChunkWs(p, lay.start_offset) + b * n * p.width + c;
+  // The run in batches of kRun chunks: all loads first, then the chain (a
+  // chunk past the run composes as A = 1, H = 0).
+  constexpr int kRun = 4;
+  auto batch = [&](long long q, float (&r)[kRun], float (&v)[kRun]) {
+#pragma unroll
+    for (int i = 0; i < kRun; ++i) {
+      const long long k = kReverse ? n - 1 - (q + i) : q + i;
+      const bool in = live && q + i < q1;
+      r[i] = in ? sum_r[k] : 0.0f;
+      v[i] = in ? agg[k * p.width] : 0.0f;
+    }
+  };
+  float rs = 0.0f, hh = 0.0f;
+  for (long long q = q0; q < q1; q += kRun) {
+    float r[kRun], v[kRun];
+    batch(q, r, v);
+#pragma unroll
+    for (int i = 0; i < kRun; ++i) {
+      hh = fmaf(ExpDecay<T>(sp * r[i]), hh, v[i]);
+      rs += r[i];
+    }
+  }
+  s_a[slice][lane] = ExpDecay<T>(sp * rs);  // the run's A
+  s_h[slice][lane] = hh;
+  __syncthreads();
+  if (slice == 0) {
+    float carry = (!kReverse && live && p.h0 != nullptr) ? p.h0[b * p.width + c] : 0.0f;
+    for (int k = 0; k < slices; ++k) {
+      const float entering = carry;
+      carry = fmaf(s_a[k][lane], carry, s_h[k][lane]);
+      s_a[k][lane] = entering;
+    }
+    float* out = kReverse ? p.dh0 : p.h_final;
+    if (live && out != nullptr) out[b * p.width + c] = carry;
+  }
+  __syncthreads();
+  if (!live) return;
+  float carry = s_a[slice][lane];
+  for (long long q = q0; q < q1; q += kRun) {
+    float r[kRun], v[kRun];
+    batch(q, r, v);
+#pragma unroll
+    for (int i = 0; i < kRun; ++i) {
+      if (q + i < q1) start[(kReverse ? n - 1 - (q + i) : q + i) * p.width] = carry;
+      carry = fmaf(ExpDecay<T>(sp * r[i]), carry, v[i]);
+    }
+  }
+}
+
+// ---- backward -----------------------------------------------------------------------
+
+// Columns: the chunk's u = a (gamma dy + u) from u = 0, last token first.
+template <typename T, int CHUNK>
+__device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
+  constexpr int VEC = kChunkVec;
+  using Ring = PackRing<T, kChunkBwdAgg>;
+  constexpr int P = Ring::kSteps, D = Ring::kStages;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float2 s_ri[CHUNK];
+  const Ring ring(smem);
+  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
+  const ChunkSpan<CHUNK> sp_(lay, blockIdx.y, blockIdx.z, p.length);
+  const long long c0 = (static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * VEC;
+  const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, true));
+  float sp[VEC], gamma[VEC];
+  LoadDecays(sp, p, l);
+  LoadChannels(gamma, p.gamma, l);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    float rsum = 0.0f;  // last token first, as the element steps
+    for (long long t = sp_.t1 - 1; t >= sp_.t0; --t) rsum += s_ri[t - sp_.t0].x;
+    ChunkWs(p, lay.sum_r_offset)[sp_.part] = rsum;
+  }
+  if (l.nvalid <= 0) return;
+  const T* __restrict__ dys = static_cast<const T*>(p.dy) + (sp_.b * p.length) * p.width + c0;
+  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
+  auto issue = [&](long long k) {
+    if (k < groups) {
+      const long long t = sp_.t1 - 1 - k * P;
+      ring.Issue(k, 0, dys + t * p.width, -p.width, t - sp_.t0 + 1, l);
+    }
+    CpAsyncCommit();
+  };
+#pragma unroll
+  for (int k = 0; k < D - 1; ++k) issue(k);
+  float u[VEC];
+  Fill(u, 0.0f);
+  for (long long k = 0; k < groups; ++k) {
+    issue(k + D - 1);
+    CpAsyncWait<D - 1>();
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const long long t = sp_.t1 - 1 - k * P - i;
+      if (t >= sp_.t0) {
+        const Pack<T, VEC> pd = *ring.Slot(k, 0, i);
+        const float r = s_ri[t - sp_.t0].x;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) u[j] = ExpDecay<T>(sp[j] * r) * fmaf(gamma[j], pd.Get(j), u[j]);
+      }
+    }
+  }
+  float* agg = ChunkWs(p, lay.agg_offset) + sp_.part * p.width + c0;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    if (j < l.nvalid) agg[j] = u[j];
+  }
+}
+
+// Rows: the rescan, last token first, 4 tokens per group (2 groups staged
+// ahead at 16 bits): each element's backward (SamuBackStep), the group's 3
+// sums per token met in the block (RowSums8 per warp, warps in order;
+// double-buffered, one barrier per group), dm_t / W and the controller terms
+// by the lanes below 4, then dx stored once. Parameter partials per block.
+template <typename T, int THREADS, int CHUNK>
+__device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
+  constexpr int VEC = kChunkVec;
+  using Ring = PackRing<T, kChunkBwdScan>;
+  constexpr int P = Ring::kSteps, D = Ring::kStages;
+  constexpr int kCalls = (3 * P + 7) / 8;  // RowSums8 calls per group
+  constexpr bool kLean = sizeof(T) == 2;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float s_sum[2][THREADS / 32][kCalls * 8];
+  __shared__ float2 s_ri[CHUNK];
+  const Ring ring(smem);
+  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
+  const ChunkSpan<CHUNK> sp_(lay, blockIdx.x, blockIdx.y, p.length);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+  const Lanes l = MakeLanes<T, VEC>(static_cast<long long>(tid) * VEC, p.width, SamuAligned<T, VEC>(p, true));
+  float sp[VEC], beta[VEC], gamma[VEC];
+  LoadDecays(sp, p, l);
+  LoadChannels(beta, p.beta, l);
+  LoadChannels(gamma, p.gamma, l);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  const long long row0 = sp_.b * p.length * p.width + l.c0;
+  const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
+  const T* __restrict__ hs = static_cast<const T*>(p.h) + row0;
+  const T* __restrict__ dys = static_cast<const T*>(p.dy) + row0;
+  T* __restrict__ dxs = static_cast<T*>(p.dx) + row0;
+  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
+  auto issue = [&](long long k) {
+    if (k < groups) {
+      const long long t = sp_.t1 - 1 - k * P;  // steps t, t - 1, ...; h_{t-1} exists for t >= 1
+      const long long count = t - sp_.t0 + 1;
+      ring.Issue(k, 0, xs + t * p.width, -p.width, count, l);
+      ring.Issue(k, 1, dys + t * p.width, -p.width, count, l);
+      ring.Issue(k, 2, hs + (t - 1) * p.width, -p.width, count < t ? count : t, l);
+    }
+    CpAsyncCommit();
+  };
+#pragma unroll
+  for (int k = 0; k < D - 1; ++k) issue(k);
+  StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
+  float u[VEC];
+  LoadState(u, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
+  float acc[3][VEC];
+#pragma unroll
+  for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
+  float contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (long long k = 0; k < groups; ++k) {
+    issue(k + D - 1);
+    CpAsyncWait<D - 1>();
+    const long long tg = sp_.t1 - 1 - k * P;
+    float v[kCalls][8];
+#pragma unroll
+    for (int c = 0; c < kCalls; ++c) Fill(v[c], 0.0f);
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const long long t = tg - i;
+      float sums[3] = {0.0f, 0.0f, 0.0f};
+      if (t >= sp_.t0) {
+        const Pack<T, VEC> px = *ring.Slot(k, 0, i), pd = *ring.Slot(k, 1, i), ph = *ring.Slot(k, 2, i);
+        const float2 ri = s_ri[t - sp_.t0];
+        float hprev[VEC];
+        if (t > 0) {
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) hprev[j] = ph.Get(j);
+        } else {
+          LoadState(hprev, p.h0 != nullptr ? p.h0 + sp_.b * p.width : nullptr, l);
+        }
+        float dx[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          const float la = sp[j] * ri.x;
+          const float a = ExpDecay<T>(la);
+          // dlambda's per-channel factor (DecayRatio) is applied once, to the partial.
+          dx[j] = SamuBackStep<T, kLean, true>(la, a, hprev[j], px.Get(j), pd.Get(j), ri, beta[j], gamma[j], 1.0f,
+                                               u[j], acc[0][j], acc[1][j], acc[2][j], sums);
+        }
+        // The dx part waits for dm_t / W as fp32 in the token's x and dy slots (used).
+        StoreFloats(ring.Slot(k, 0, i), ring.Slot(k, 1, i), dx);
+      }
+#pragma unroll
+      for (int n = 0; n < 3; ++n) v[(3 * i + n) / 8][(3 * i + n) % 8] = sums[n];
+    }
+#pragma unroll
+    for (int c = 0; c < kCalls; ++c) {
+      const float total = RowSums8<32>(v[c]);
+      if (lane % 4 == 0) s_sum[k % 2][warp][c * 8 + RowSumIndex<32>(lane)] = total;
+    }
+    __syncthreads();
+    float share = 0.0f;
+    if (lane < P && tg - lane >= sp_.t0) {
+      float sums[3] = {0.0f, 0.0f, 0.0f};
+      for (int w = 0; w < warps; ++w) {
+#pragma unroll
+        for (int n = 0; n < 3; ++n) sums[n] += s_sum[k % 2][w][3 * lane + n];
+      }
+      const SamuShare sh =
+          sizeof(T) == 2 ? SamuShareOfControl(p, sums, s_ri[tg - lane - sp_.t0]) : SamuShareOf(p, sums);
+      share = sh.share;
+#pragma unroll
+      for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
+    }
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const float s = __shfl_sync(0xffffffffu, share, i);
+      const long long t = tg - i;
+      if (t >= sp_.t0) {
+        float dx[VEC];
+        LoadFloats(dx, ring.Slot(k, 0, i), ring.Slot(k, 1, i));
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) dx[j] += s;
+        StorePack<T, VEC>(dxs + t * p.width, dx, l.wide, l.nvalid);
+      }
+    }
+  }
+  float* param = ChunkWs(p, lay.param_offset);
+  float ratio[VEC];
+  LoadChannels(ratio, p.lambda, l);
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) acc[0][j] *= DecayRatio(ratio[j]);
+#pragma unroll
+  for (int n = 0; n < 3; ++n) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      if (j < l.nvalid) param[(sp_.part * kSamuParams + n) * p.width + l.c0 + j] = acc[n][j];
+    }
+  }
+  if (warp == 0) {
+#pragma unroll
+    for (int n = 0; n < 4; ++n) {
+      const float total = RowSum<32>(contrib[n]);
+      if (lane == 0) ChunkWs(p, lay.ctrl_offset)[sp_.part * 4 + n] = total;
+    }
+  }
+}
+
+// Blocks [0, ceil(W/32)): the channel parameters over the B x chunks parts;
+// the last block: the controller's four sums.
+template <int CHUNK>
+__device__ __forceinline__ void SamuChunkFinalize(const SamuParams& p) {
+  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  if (static_cast<long long>(blockIdx.x) * 32 < p.width) {
+    float* const out[3] = {p.dlambda, p.dbeta, p.dgamma};
+    FinalizeParams<3>(ChunkWs(p, lay.param_offset), lay.parts, p.width, out);
+    return;
+  }
+  SumControllerRows(reinterpret_cast<const float4*>(ChunkWs(p, lay.ctrl_offset)), lay.parts, p.dcontroller);
+}
+
+}  // namespace gated
+
+// ---- entry points (grids: rows (chunks, B) x ceil(W / 8) threads rounded
+// to a warp; columns (ceil(W / 1024), chunks, B) x 128; carry (ceil(W / 32),
+// B) x 1024; finalize ceil(W / 32) + 1 x 1024; dynamic shared memory: the
+// ring, ChunkRingBytes) ----------------------------------------------------------
+
+template <typename T, int THREADS, int CHUNK>
+__global__ void __launch_bounds__(THREADS, THREADS <= 256 ? 2 : 1) samu_fwd_chunk_agg(const SamuParams p) {
+  gated::SamuChunkForwardAgg<T, THREADS, CHUNK>(p);
+}
+template <typename T, int CHUNK, int REVERSE>
+__global__ void __launch_bounds__(gated::kCarrySlices * 32) samu_chunk_carry(const SamuParams p) {
+  gated::SamuChunkCarry<T, CHUNK, REVERSE != 0>(p);
+}
+template <typename T, int CHUNK>
+__global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_fwd_chunk_scan(const SamuParams p) {
+  gated::SamuChunkForwardScan<T, CHUNK>(p);
+}
+template <typename T, int CHUNK>
+__global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_bwd_chunk_agg(const SamuParams p) {
+  gated::SamuChunkBackwardAgg<T, CHUNK>(p);
+}
+template <typename T, int THREADS, int CHUNK>
+__global__ void __launch_bounds__(THREADS, THREADS <= 256 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
+  gated::SamuChunkBackwardScan<T, THREADS, CHUNK>(p);
+}
+template <typename T, int CHUNK>
+__global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_chunk_finalize(const SamuParams p) {
+  gated::SamuChunkFinalize<CHUNK>(p);
+}
