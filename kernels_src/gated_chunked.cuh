@@ -211,7 +211,9 @@ __device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
       ri = SamuControlOf(p, sum);
       if (warp == 0) ctrl[tg + lane] = ri;
     }
-#pragma unroll
+    // (fp32: one token at a time; its accurate gate unrolled over 8 tokens
+    // takes every register.)
+#pragma unroll(sizeof(T) == 4 ? 1 : P)
     for (int i = 0; i < P; ++i) {
       const float r = __shfl_sync(0xffffffffu, ri.x, i), ii = __shfl_sync(0xffffffffu, ri.y, i);
       rsum += r;  // 0 past t1
@@ -587,7 +589,7 @@ __device__ __forceinline__ void SamuChunkFinalize(const SamuParams& p) {
 // ring, ChunkRingBytes) ----------------------------------------------------------
 
 template <typename T, int THREADS, int CHUNK>
-__global__ void __launch_bounds__(THREADS, THREADS <= 256 ? 2 : 1) samu_fwd_chunk_agg(const SamuParams p) {
+__global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_fwd_chunk_agg(const SamuParams p) {
   gated::SamuChunkForwardAgg<T, THREADS, CHUNK>(p);
 }
 template <typename T, int CHUNK, int REVERSE>

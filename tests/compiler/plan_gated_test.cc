@@ -4,6 +4,7 @@
 // layouts, and the real NVRTC compiling every gated variant for every dtype
 // for sm_90 (no GPU needed).
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -71,7 +72,9 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
       ASSERT_TRUE(back.ok()) << v.Name();
       EXPECT_EQ(*back, v) << v.Name();
     }
-    EXPECT_EQ(per_family.size(), 3u);  // v1's lookbacksmem dropped (session 4)
+    // v1's lookbacksmem dropped (session 4); samu also has `chunked` (session 7).
+    EXPECT_EQ(per_family.size(), op == Op::kSamu ? 4u : 3u);
+    if (op == Op::kSamu) EXPECT_GE(per_family[Algorithm::kChunked], 4);
     EXPECT_GE(per_family[Algorithm::kFused], 4);
     EXPECT_GE(per_family[Algorithm::kSequential], 3);
     EXPECT_GE(per_family[Algorithm::kLookback], 10);
@@ -86,10 +89,12 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     EXPECT_EQ(orders[0], 1);
     EXPECT_STREQ(MainHeader(op), "gated_scan.cuh");
   }
-  // The same names for both operators (the variants table is keyed by (op, name)).
+  // The same names for both operators (the variants table is keyed by (op, name)), plus samu's `chunked`.
   std::vector<std::string> rglru, samu;
   for (const Variant& v : EnumerateVariants(Op::kRgLru, false)) rglru.push_back(v.Name());
-  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) samu.push_back(v.Name());
+  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) {
+    if (v.algorithm != Algorithm::kChunked) samu.push_back(v.Name());
+  }
   EXPECT_EQ(rglru, samu);
 }
 
@@ -124,7 +129,15 @@ TEST(GatedCanImplement, Rejections) {
   const Problem rglru_f32_fwd = MakeProblem(Op::kRgLru, {1, 4096, 1024}, DType::kF32, Mode::kFwd);
   const Problem empty = MakeProblem(Op::kSamu, {1, 0, 64});
   for (const Case& c : {
-           Case{"chunked_v4_t128_c64", rglru, StatusCode::kInvalidArgument, "no rglru kernels"},
+           Case{"chunked_v8_t256_c64", rglru, StatusCode::kInvalidArgument, "rglru has no controller"},
+           Case{"chunked_v4_t512_c64", samu, StatusCode::kInvalidArgument, "vec 8"},
+           Case{"chunked_v8_t256_c4", samu, StatusCode::kInvalidArgument, "chunk 4"},
+           Case{"chunked_v8_t100_c64", samu, StatusCode::kInvalidArgument, "multiple of 32"},
+           Case{"chunked_v8_t256_c64", MakeProblem(Op::kSamu, {1, 8192, 2560}), StatusCode::kResourceExhausted,
+                "needs 320 threads"},
+           Case{"chunked_v8_t512_c64", MakeProblem(Op::kSamu, {1, 4096, 4096}, DType::kF32),
+                StatusCode::kResourceExhausted, "shared memory"},
+           Case{"chunked_v8_t256_c64", empty, StatusCode::kInvalidArgument, "empty dimension"},
            Case{"tscan_d16_w1_i4", samu, StatusCode::kInvalidArgument, "no samu kernels"},
            Case{"fused_d64_s8_c64", rglru, StatusCode::kInvalidArgument, "rglru has no controller"},
            Case{"fused_d64_s8_c60", samu, StatusCode::kInvalidArgument, "multiple of the segments"},
@@ -167,7 +180,7 @@ TEST(GatedPlan, SeedShapes) {
     for (const Shape& s : kSeedShapes) {
       for (const Variant& v : EnumerateVariants(op, false)) {
         const Problem p = MakeProblem(op, s);
-        if (!CanImplement(v, p, h200).ok()) continue;
+        if (!CanImplement(v, p, h200).ok() || v.algorithm == Algorithm::kChunked) continue;  // ChunkedGeometry
         SCOPED_TRACE(std::string(OpName(op)) + " " + v.Name() + " " + FormatShape(s));
         StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
         ASSERT_TRUE(plan.ok()) << plan.status().ToString();
@@ -387,6 +400,66 @@ TEST(GatedPlan, FusedGeometry) {
 
 // samu _o5 (by name): the scans launch in clusters of the tile's strips; no
 // control and no fix-up kernel; one controller row per (b, tile).
+// samu `chunked`: rows blocks (chunks, B) of ceil(W / 8) threads for the
+// passes that meet for m_t / dm_t, columns blocks (ceil(W / 1024), chunks, B)
+// of 128 for the others, the carries over chunks, every launch a PDL
+// dependent, the workspace of MakeChunkedLayout (nothing zeroed).
+TEST(GatedPlan, ChunkedGeometry) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(Op::kSamu, {1, 8192, 2560});
+  StatusOr<LaunchPlan> plan = MakePlan(Parsed("chunked_v8_t512_c64"), p, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::vector<std::string> names = NameExpressions(Parsed("chunked_v8_t512_c64"), Op::kSamu, DType::kBF16);
+  ASSERT_EQ(names.size(), 7u);
+  ASSERT_EQ(plan->launches.size(), 7u);
+  const int64_t chunks = 8192 / 64;
+  struct Want {
+    const char* kernel;
+    const char* phase;
+    uint32_t gx, gy, gz, threads;
+  };
+  const Want want[] = {
+      {"samu_fwd_chunk_agg<__nv_bfloat16, 512, 64>", "fwd", chunks, 1, 1, 320},
+      {"samu_chunk_carry<__nv_bfloat16, 64, 0>", "fwd", 80, 1, 1, 16 * 32},
+      {"samu_fwd_chunk_scan<__nv_bfloat16, 64>", "fwd", 3, chunks, 1, 128},
+      {"samu_bwd_chunk_agg<__nv_bfloat16, 64>", "bwd", 3, chunks, 1, 128},
+      {"samu_chunk_carry<__nv_bfloat16, 64, 1>", "bwd", 80, 1, 1, 16 * 32},
+      {"samu_bwd_chunk_scan<__nv_bfloat16, 512, 64>", "bwd", chunks, 1, 1, 320},
+      {"samu_bwd_chunk_finalize<__nv_bfloat16, 64>", "bwd", 81, 1, 1, 1024},
+  };
+  for (size_t i = 0; i < 7; ++i) {
+    const Launch& l = plan->launches[i];
+    SCOPED_TRACE(l.name_expression);
+    EXPECT_EQ(l.name_expression, want[i].kernel);
+    EXPECT_EQ(names[i], want[i].kernel);
+    EXPECT_EQ(l.phase, want[i].phase);
+    EXPECT_EQ(l.grid, (std::array<uint32_t, 3>{want[i].gx, want[i].gy, want[i].gz}));
+    EXPECT_EQ(l.block[0], want[i].threads);
+    EXPECT_TRUE(l.dependent_launch);
+    EXPECT_EQ(l.cluster_x, 1u);
+  }
+  // The cp.async rings: 2 stages x 8 tokens (fwd agg), 3 x 8 (columns), 2 x 3 inputs x 4 tokens (bwd scan), 16 B a thread.
+  EXPECT_EQ(plan->launches[0].shared_bytes, 2u * 8 * 320 * 16);
+  EXPECT_EQ(plan->launches[2].shared_bytes, 3u * 8 * 128 * 16);
+  EXPECT_EQ(plan->launches[5].shared_bytes, 2u * 3 * 4 * 320 * 16);
+  EXPECT_EQ(plan->launches[1].shared_bytes, 0u);
+  const gated::ChunkedLayout lay = gated::MakeChunkedLayout(1, 8192, 2560, 64);
+  EXPECT_EQ(lay.chunks, chunks);
+  EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
+  EXPECT_EQ(plan->workspace_zero_bytes, 0u);
+  EXPECT_FALSE(plan->workspace_zero_once);
+  // The rows blocks hold a whole token row: W / 8 threads, at most the variant's t.
+  EXPECT_TRUE(CanImplement(Parsed("chunked_v8_t256_c32"), MakeProblem(Op::kSamu, {4, 2048, 2048}), h200).ok());
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32"), p, h200).code(), StatusCode::kResourceExhausted);
+  // bwd alone: the backward's four launches.
+  Problem bwd = p;
+  bwd.mode = Mode::kBwd;
+  StatusOr<LaunchPlan> bwd_plan = MakePlan(Parsed("chunked_v8_t512_c64"), bwd, h200);
+  ASSERT_TRUE(bwd_plan.ok());
+  ASSERT_EQ(bwd_plan->launches.size(), 4u);
+  EXPECT_EQ(bwd_plan->launches[0].name_expression, want[3].kernel);
+}
+
 TEST(GatedPlan, ClusterGeometry) {
   const DeviceLimits h200;
   const Problem samu = MakeProblem(Op::kSamu, {4, 2048, 2048});
