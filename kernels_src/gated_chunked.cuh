@@ -101,6 +101,18 @@ struct PackRing {
       for (int i = 0; i < kSteps; ++i) Fetch(dst + i * blockDim.x, src + i * stride, l, i < count);
     }
   }
+  // Group k of a one-input walk over [t0, t1) (forward: t0 + k x steps up;
+  // backward: t1 - 1 - k x steps down), rows src + t x width; then the commit
+  // (an empty group past the end keeps cp.async.wait_group's count).
+  template <bool kBackward>
+  __device__ __forceinline__ void IssueWalk(long long k, const T* src, long long width, long long t0, long long t1,
+                                           const Lanes& l) const {
+    const long long t = kBackward ? t1 - 1 - k * kSteps : t0 + k * kSteps;
+    if (kBackward ? t >= t0 : t < t1) {
+      Issue(k, 0, src + t * width, kBackward ? -width : width, kBackward ? t - t0 + 1 : t1 - t, l);
+    }
+    CpAsyncCommit();
+  }
 };
 
 // Eight fp32 values in two 16-byte slots of a thread's own (any element type's ring).
@@ -177,13 +189,7 @@ __device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
   const T* __restrict__ xs = static_cast<const T*>(p.x) + sp_.b * p.length * p.width + l.c0;
   float2* ctrl = reinterpret_cast<float2*>(p.ctrl) + sp_.b * p.length;
   const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
-  auto issue = [&](long long k) {
-    if (k < groups) {
-      const long long t = sp_.t0 + k * P;
-      ring.Issue(k, 0, xs + t * p.width, p.width, sp_.t1 - t, l);
-    }
-    CpAsyncCommit();
-  };
+  auto issue = [&](long long k) { ring.template IssueWalk<false>(k, xs, p.width, sp_.t0, sp_.t1, l); };
 #pragma unroll
   for (int k = 0; k < D - 1; ++k) issue(k);
   float h[VEC];
@@ -243,7 +249,8 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   __shared__ float2 s_ri[CHUNK];
   const Ring ring(smem);
   const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
-  const ChunkSpan<CHUNK> sp_(lay, blockIdx.y, blockIdx.z, p.length);
+  // Blocks in the reverse order of the local pass's: the x it read last is read first, from L2.
+  const ChunkSpan<CHUNK> sp_(lay, lay.chunks - 1 - blockIdx.y, p.batch - 1 - blockIdx.z, p.length);
   const long long c0 = (static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * VEC;
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, false));
   float sp[VEC], beta[VEC], gamma[VEC];
@@ -259,13 +266,7 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   const long long row0 = (sp_.b * p.length) * p.width + c0;
   const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
   const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
-  auto issue = [&](long long k) {
-    if (k < groups) {
-      const long long t = sp_.t0 + k * P;
-      ring.Issue(k, 0, xs + t * p.width, p.width, sp_.t1 - t, l);
-    }
-    CpAsyncCommit();
-  };
+  auto issue = [&](long long k) { ring.template IssueWalk<false>(k, xs, p.width, sp_.t0, sp_.t1, l); };
 #pragma unroll
   for (int k = 0; k < D - 1; ++k) issue(k);
   for (long long k = 0; k < groups; ++k) {
@@ -394,13 +395,7 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   if (l.nvalid <= 0) return;
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + (sp_.b * p.length) * p.width + c0;
   const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
-  auto issue = [&](long long k) {
-    if (k < groups) {
-      const long long t = sp_.t1 - 1 - k * P;
-      ring.Issue(k, 0, dys + t * p.width, -p.width, t - sp_.t0 + 1, l);
-    }
-    CpAsyncCommit();
-  };
+  auto issue = [&](long long k) { ring.template IssueWalk<true>(k, dys, p.width, sp_.t0, sp_.t1, l); };
 #pragma unroll
   for (int k = 0; k < D - 1; ++k) issue(k);
   float u[VEC];
@@ -443,7 +438,8 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   __shared__ float2 s_ri[CHUNK];
   const Ring ring(smem);
   const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
-  const ChunkSpan<CHUNK> sp_(lay, blockIdx.x, blockIdx.y, p.length);
+  // Blocks in the reverse order of the local pass's: the dy it read last is read first, from L2.
+  const ChunkSpan<CHUNK> sp_(lay, lay.chunks - 1 - blockIdx.x, p.batch - 1 - blockIdx.y, p.length);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
   const Lanes l = MakeLanes<T, VEC>(static_cast<long long>(tid) * VEC, p.width, SamuAligned<T, VEC>(p, true));
   float sp[VEC], beta[VEC], gamma[VEC];
