@@ -250,7 +250,7 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   const Ring ring(smem);
   const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
   // Blocks in the reverse order of the local pass's: the x it read last is read first, from L2.
-  const ChunkSpan<CHUNK> sp_(lay, lay.chunks - 1 - blockIdx.y, p.batch - 1 - blockIdx.z, p.length);
+  const ChunkSpan<CHUNK> sp_(lay, gridDim.y - 1 - blockIdx.y, gridDim.z - 1 - blockIdx.z, p.length);
   const long long c0 = (static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * VEC;
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, false));
   float sp[VEC], beta[VEC], gamma[VEC];
@@ -439,7 +439,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   const Ring ring(smem);
   const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
   // Blocks in the reverse order of the local pass's: the dy it read last is read first, from L2.
-  const ChunkSpan<CHUNK> sp_(lay, lay.chunks - 1 - blockIdx.x, p.batch - 1 - blockIdx.y, p.length);
+  const ChunkSpan<CHUNK> sp_(lay, gridDim.x - 1 - blockIdx.x, gridDim.y - 1 - blockIdx.y, p.length);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
   const Lanes l = MakeLanes<T, VEC>(static_cast<long long>(tid) * VEC, p.width, SamuAligned<T, VEC>(p, true));
   float sp[VEC], beta[VEC], gamma[VEC];
@@ -601,7 +601,7 @@ __global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_bwd_chunk_agg
   gated::SamuChunkBackwardAgg<T, CHUNK>(p);
 }
 template <typename T, int THREADS, int CHUNK>
-__global__ void __launch_bounds__(THREADS, THREADS <= 256 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
+__global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
   gated::SamuChunkBackwardScan<T, THREADS, CHUNK>(p);
 }
 template <typename T, int CHUNK>
