@@ -1,11 +1,6 @@
 #include "bench/mixer/served_kernel.h"
 
 namespace scantune::mixer {
-namespace {
-
-constexpr unsigned kDefaultSharedLimit = 48 * 1024;
-
-}  // namespace
 
 StatusOr<std::unique_ptr<ServedKernel>> ServedKernel::Load(const GpuContext& ctx, const v1::KernelResponse& kernel) {
   std::unique_ptr<ServedKernel> k(new ServedKernel(ctx));
@@ -36,7 +31,9 @@ StatusOr<std::unique_ptr<ServedKernel>> ServedKernel::Load(const GpuContext& ctx
     e.call = "cuLaunchKernel(" + kernel.variant() + ": " + launch.entry() + ")";
     RETURN_IF_ERROR(driver.Check(api.ModuleGetFunction(&e.function, k->module_, launch.entry().c_str()),
                                  ("cuModuleGetFunction(" + launch.entry() + ")").c_str(), CudaCallSite::kModuleLoad));
-    if (e.shared_bytes > kDefaultSharedLimit) {
+    // Static plus dynamic shared memory may not pass 48 KB without the opt-in
+    // (as the worker: worker/candidate_module.cc): opt in for any dynamic size.
+    if (e.shared_bytes > 0) {
       RETURN_IF_ERROR(driver.Check(api.FuncSetAttribute(e.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                         static_cast<int>(e.shared_bytes)),
                                    "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", CudaCallSite::kModuleLoad));
