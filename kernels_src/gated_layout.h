@@ -119,7 +119,7 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
 // `steps` tokens in flight, `inputs` rows per token.
 constexpr int kChunkVec = 8;
 constexpr int kChunkColumnThreads = 128;
-constexpr int kCarrySlices = 16;
+constexpr int kCarrySlices = 32;
 enum ChunkPass { kChunkFwdAgg = 0, kChunkFwdScan = 1, kChunkBwdAgg = 2, kChunkBwdScan = 3 };
 // Slices of samu_chunk_carry: runs of about 4 chunks, at most kCarrySlices.
 GATED_HD constexpr int CarrySlices(long long chunks) {

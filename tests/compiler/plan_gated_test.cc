@@ -420,10 +420,10 @@ TEST(GatedPlan, ChunkedGeometry) {
   };
   const Want want[] = {
       {"samu_fwd_chunk_agg<__nv_bfloat16, 512, 64>", "fwd", chunks, 1, 1, 320},
-      {"samu_chunk_carry<__nv_bfloat16, 64, 0>", "fwd", 80, 1, 1, 16 * 32},
+      {"samu_chunk_carry<__nv_bfloat16, 64, 0>", "fwd", 80, 1, 1, 32 * 32},
       {"samu_fwd_chunk_scan<__nv_bfloat16, 64>", "fwd", 3, chunks, 1, 128},
       {"samu_bwd_chunk_agg<__nv_bfloat16, 64>", "bwd", 3, chunks, 1, 128},
-      {"samu_chunk_carry<__nv_bfloat16, 64, 1>", "bwd", 80, 1, 1, 16 * 32},
+      {"samu_chunk_carry<__nv_bfloat16, 64, 1>", "bwd", 80, 1, 1, 32 * 32},
       {"samu_bwd_chunk_scan<__nv_bfloat16, 512, 64>", "bwd", chunks, 1, 1, 320},
       {"samu_bwd_chunk_finalize<__nv_bfloat16, 64>", "bwd", 81, 1, 1, 1024},
   };
