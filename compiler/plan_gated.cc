@@ -113,7 +113,7 @@ constexpr int kFusedVec = 2;
 struct ChunkedKnobs {
   int threads, chunk;
 };
-constexpr ChunkedKnobs kChunked[] = {{256, 32}, {256, 64}, {512, 32}, {512, 64}};
+constexpr ChunkedKnobs kChunked[] = {{256, 32}, {256, 64}, {256, 128}, {512, 32}, {512, 64}, {512, 128}};
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
