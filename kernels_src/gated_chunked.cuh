@@ -51,6 +51,16 @@ __device__ __forceinline__ void LoadDecays(float (&sp)[VEC], const SamuParams& p
   for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]);
 }
 
+// ForwardGate's k: -8 softplus(lambda), times log2(e) at 16 bits.
+template <typename T, int VEC>
+__device__ __forceinline__ void LoadForwardDecays(float (&k)[VEC], const SamuParams& p, const Lanes& l) {
+  LoadDecays(k, p, l);
+  if constexpr (sizeof(T) == 2) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) k[j] *= 1.44269504088896341f;
+  }
+}
+
 // A thread's private ring of staged packs in dynamic shared memory (ChunkRingBytes):
 // slot [group % stages][input][step][thread], so a warp's 16-byte packs are
 // adjacent (no bank conflicts) and each thread reads back only what it
@@ -157,15 +167,17 @@ __device__ __forceinline__ float SqrtApprox(float v) {
   asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
   return y;
 }
+// Its argument z = k r with k from LoadForwardDecays: la = ln a at fp32, log2 a
+// at 16 bits (ex2 takes it as is).
 template <typename T>
-__device__ __forceinline__ GateAS ForwardGate(float la) {
+__device__ __forceinline__ GateAS ForwardGate(float z) {
   if constexpr (sizeof(T) == 2) {
-    const float a = ExpDecay<T>(la);
-    const float x = 2.0f * la;
+    const float a = Ex2Ftz(z);
+    const float x = z * 1.38629436111989061f;  // 2 ln a = 2 ln(2) log2(a)
     const float series = -x * fmaf(x, fmaf(x, 1.0f / 6.0f, 0.5f), 1.0f);
     return {a, SqrtApprox(x > -0.05f ? series : fmaf(-a, a, 1.0f))};
   } else {
-    const Gate g = GateFast<T, true>(la);
+    const Gate g = GateFast<T, true>(z);
     return {g.a, g.s};
   }
 }
@@ -187,17 +199,18 @@ __device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
   const ChunkSpan<CHUNK> sp_(lay, blockIdx.x, blockIdx.y, p.length);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
   const Lanes l = MakeLanes<T, VEC>(static_cast<long long>(tid) * VEC, p.width, SamuAligned<T, VEC>(p, false));
-  float sp[VEC], beta[VEC];
-  LoadDecays(sp, p, l);
-  LoadChannels(beta, p.beta, l);
-  scan::GridDependencyWait();
-  scan::LaunchDependents();
+  float sp[VEC];
+  LoadForwardDecays<T>(sp, p, l);
   const T* __restrict__ xs = static_cast<const T*>(p.x) + sp_.b * p.length * p.width + l.c0;
   float2* ctrl = reinterpret_cast<float2*>(p.ctrl) + sp_.b * p.length;
   const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
   auto issue = [&](long long k) { ring.template IssueWalk<false>(k, xs, p.width, sp_.t0, sp_.t1, l); };
+  // x is an input, not a predecessor's output: its first groups load while
+  // the predecessor drains (PDL). Everything written waits below.
 #pragma unroll
   for (int k = 0; k < D - 1; ++k) issue(k);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
   float h[VEC];
   Fill(h, 0.0f);
   float rsum = 0.0f;
@@ -233,14 +246,18 @@ __device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         const GateAS g = ForwardGate<T>(sp[j] * r);
-        h[j] = fmaf(g.a, h[j], g.s * ii * beta[j] * px.Get(j));
+        h[j] = fmaf(g.a, h[j], g.s * (ii * px.Get(j)));
       }
     }
   }
+  // The recurrence is linear in its input and starts from 0: beta (loaded
+  // only now, out of the loop's registers) scales the end state once.
+  float beta[VEC];
+  LoadChannels(beta, p.beta, l);
   float* agg = ChunkWs(p, lay.agg_offset) + sp_.part * p.width + l.c0;
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
-    if (j < l.nvalid) agg[j] = h[j];
+    if (j < l.nvalid) agg[j] = beta[j] * h[j];
   }
   if (tid == 0) ChunkWs(p, lay.sum_r_offset)[sp_.part] = rsum;
 }
@@ -260,21 +277,23 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   const long long c0 = (static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * VEC;
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, false));
   float sp[VEC], beta[VEC], gamma[VEC];
-  LoadDecays(sp, p, l);
+  LoadForwardDecays<T>(sp, p, l);
   LoadChannels(beta, p.beta, l);
   LoadChannels(gamma, p.gamma, l);
+  const long long row0 = (sp_.b * p.length) * p.width + c0;
+  const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
+  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
+  auto issue = [&](long long k) { ring.template IssueWalk<false>(k, xs, p.width, sp_.t0, sp_.t1, l); };
+  if (l.nvalid > 0) {  // x (an input) before the wait, as in the local pass
+#pragma unroll
+    for (int k = 0; k < D - 1; ++k) issue(k);
+  }
   scan::GridDependencyWait();
   scan::LaunchDependents();
   StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
   if (l.nvalid <= 0) return;
   float h[VEC];
   LoadState(h, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
-  const long long row0 = (sp_.b * p.length) * p.width + c0;
-  const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
-  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
-  auto issue = [&](long long k) { ring.template IssueWalk<false>(k, xs, p.width, sp_.t0, sp_.t1, l); };
-#pragma unroll
-  for (int k = 0; k < D - 1; ++k) issue(k);
   for (long long k = 0; k < groups; ++k) {
     issue(k + D - 1);
     CpAsyncWait<D - 1>();
@@ -390,6 +409,13 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   float sp[VEC], gamma[VEC];
   LoadDecays(sp, p, l);
   LoadChannels(gamma, p.gamma, l);
+  const T* __restrict__ dys = static_cast<const T*>(p.dy) + (sp_.b * p.length) * p.width + c0;
+  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
+  auto issue = [&](long long k) { ring.template IssueWalk<true>(k, dys, p.width, sp_.t0, sp_.t1, l); };
+  if (l.nvalid > 0) {  // dy (an input) before the wait
+#pragma unroll
+    for (int k = 0; k < D - 1; ++k) issue(k);
+  }
   scan::GridDependencyWait();
   scan::LaunchDependents();
   StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
@@ -399,11 +425,6 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
     ChunkWs(p, lay.sum_r_offset)[sp_.part] = rsum;
   }
   if (l.nvalid <= 0) return;
-  const T* __restrict__ dys = static_cast<const T*>(p.dy) + (sp_.b * p.length) * p.width + c0;
-  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
-  auto issue = [&](long long k) { ring.template IssueWalk<true>(k, dys, p.width, sp_.t0, sp_.t1, l); };
-#pragma unroll
-  for (int k = 0; k < D - 1; ++k) issue(k);
   float u[VEC];
   Fill(u, 0.0f);
   for (long long k = 0; k < groups; ++k) {
@@ -452,26 +473,41 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   LoadDecays(sp, p, l);
   LoadChannels(beta, p.beta, l);
   LoadChannels(gamma, p.gamma, l);
-  scan::GridDependencyWait();
-  scan::LaunchDependents();
   const long long row0 = sp_.b * p.length * p.width + l.c0;
   const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
   const T* __restrict__ hs = static_cast<const T*>(p.h) + row0;
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + row0;
   T* __restrict__ dxs = static_cast<T*>(p.dx) + row0;
   const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
-  auto issue = [&](long long k) {
+  // Group k: x and dy (inputs) by issue_in, h (the forward's output) by issue_h, then the commit.
+  auto issue_in = [&](long long k) {
     if (k < groups) {
-      const long long t = sp_.t1 - 1 - k * P;  // steps t, t - 1, ...; h_{t-1} exists for t >= 1
+      const long long t = sp_.t1 - 1 - k * P;  // steps t, t - 1, ...
+      ring.Issue(k, 0, xs + t * p.width, -p.width, t - sp_.t0 + 1, l);
+      ring.Issue(k, 1, dys + t * p.width, -p.width, t - sp_.t0 + 1, l);
+    }
+  };
+  auto issue_h = [&](long long k) {
+    if (k < groups) {
+      const long long t = sp_.t1 - 1 - k * P;  // h_{t-1} exists for t >= 1
       const long long count = t - sp_.t0 + 1;
-      ring.Issue(k, 0, xs + t * p.width, -p.width, count, l);
-      ring.Issue(k, 1, dys + t * p.width, -p.width, count, l);
       ring.Issue(k, 2, hs + (t - 1) * p.width, -p.width, count < t ? count : t, l);
     }
     CpAsyncCommit();
   };
+  auto issue = [&](long long k) {
+    issue_in(k);
+    issue_h(k);
+  };
+  // The first groups' x and dy load while the predecessor drains (PDL); h
+  // after the wait (the first commit then also holds the later groups' x
+  // and dy, which only makes its wait stricter).
 #pragma unroll
-  for (int k = 0; k < D - 1; ++k) issue(k);
+  for (int k = 0; k < D - 1; ++k) issue_in(k);
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+#pragma unroll
+  for (int k = 0; k < D - 1; ++k) issue_h(k);
   StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
   float u[VEC];
   LoadState(u, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
@@ -483,18 +519,20 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     issue(k + D - 1);
     CpAsyncWait<D - 1>();
     const long long tg = sp_.t1 - 1 - k * P;
+    // The group's slots (x, dy, h: kSteps apart), once per group.
+    typename Ring::P8* const slot = ring.Slot(k, 0, 0);
+    const int live = static_cast<int>(tg - sp_.t0 + 1);  // tokens of the group inside the chunk (>= 1)
     float v[kCalls][8];
 #pragma unroll
     for (int c = 0; c < kCalls; ++c) Fill(v[c], 0.0f);
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const long long t = tg - i;
       float sums[3] = {0.0f, 0.0f, 0.0f};
-      if (t >= sp_.t0) {
-        const Pack<T, VEC> px = *ring.Slot(k, 0, i), pd = *ring.Slot(k, 1, i), ph = *ring.Slot(k, 2, i);
-        const float2 ri = s_ri[t - sp_.t0];
+      if (i < live) {
+        const Pack<T, VEC> px = slot[i * blockDim.x], pd = slot[(P + i) * blockDim.x], ph = slot[(2 * P + i) * blockDim.x];
+        const float2 ri = s_ri[live - 1 - i];
         float hprev[VEC];
-        if (t > 0) {
+        if (tg - i > 0) {
 #pragma unroll
           for (int j = 0; j < VEC; ++j) hprev[j] = ph.Get(j);
         } else {
@@ -510,7 +548,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
                                                u[j], acc[0][j], acc[1][j], acc[2][j], sums);
         }
         // The dx part waits for dm_t / W as fp32 in the token's x and dy slots (used).
-        StoreFloats(ring.Slot(k, 0, i), ring.Slot(k, 1, i), dx);
+        StoreFloats(slot + i * blockDim.x, slot + (P + i) * blockDim.x, dx);
       }
 #pragma unroll
       for (int n = 0; n < 3; ++n) v[(3 * i + n) / 8][(3 * i + n) % 8] = sums[n];
@@ -521,37 +559,55 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
       if (lane % 4 == 0) s_sum[k % 2][warp][c * 8 + RowSumIndex<32>(lane)] = total;
     }
     __syncthreads();
-    float share = 0.0f;
-    if (lane < P && tg - lane >= sp_.t0) {
-      float sums[3] = {0.0f, 0.0f, 0.0f};
-      for (int w = 0; w < warps; ++w) {
-#pragma unroll
-        for (int n = 0; n < 3; ++n) sums[n] += s_sum[k % 2][w][3 * lane + n];
-      }
-      const SamuShare sh =
-          sizeof(T) == 2 ? SamuShareOfControl(p, sums, s_ri[tg - lane - sp_.t0]) : SamuShareOf(p, sums);
-      share = sh.share;
-#pragma unroll
-      for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
+    // Lane q < 3 P sums value q (token q / 3, sum q % 3) over the warps in
+    // order; the lanes below P gather their token's three.
+    float total = 0.0f;
+    if (lane < 3 * P) {
+      for (int w = 0; w < warps; ++w) total += s_sum[k % 2][w][lane];
     }
+    float share = 0.0f;
+    {
+      float sums[3];
+#pragma unroll
+      for (int n = 0; n < 3; ++n) sums[n] = __shfl_sync(0xffffffffu, total, (3 * lane + n) % 32);
+      if (lane < P && lane < live) {
+        const SamuShare sh =
+            sizeof(T) == 2 ? SamuShareOfControl(p, sums, s_ri[live - 1 - lane]) : SamuShareOf(p, sums);
+        share = sh.share;
+#pragma unroll
+        for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
+      }
+    }
+    T* const dx_row = dxs + tg * p.width;
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const float s = __shfl_sync(0xffffffffu, share, i);
-      const long long t = tg - i;
-      if (t >= sp_.t0) {
+      if (i < live) {
         float dx[VEC];
-        LoadFloats(dx, ring.Slot(k, 0, i), ring.Slot(k, 1, i));
+        LoadFloats(dx, slot + i * blockDim.x, slot + (P + i) * blockDim.x);
 #pragma unroll
         for (int j = 0; j < VEC; ++j) dx[j] += s;
-        StorePack<T, VEC>(dxs + t * p.width, dx, l.wide, l.nvalid);
+        StorePack<T, VEC>(dx_row - i * p.width, dx, l.wide, l.nvalid);
       }
     }
   }
   float* param = ChunkWs(p, lay.param_offset);
-  float ratio[VEC];
-  LoadChannels(ratio, p.lambda, l);
+  // DecayRatio(lambda) = sigmoid(lambda) / softplus(lambda). 16-bit: from the
+  // softplus held in sp, sigmoid = 1 - exp(-softplus) (one expm1f and a
+  // division, not two expf, a log1pf and two divisions per channel); fp32
+  // reloads lambda (holding sp to here spills at 512 threads).
+  if constexpr (sizeof(T) == 2) {
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) acc[0][j] *= DecayRatio(ratio[j]);
+    for (int j = 0; j < VEC; ++j) {
+      const float softplus = sp[j] * (-1.0f / kC);
+      acc[0][j] *= softplus > 0.0f ? -expm1f(-softplus) / softplus : 1.0f;
+    }
+  } else {
+    float lambda[VEC];
+    LoadChannels(lambda, p.lambda, l);
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) acc[0][j] *= DecayRatio(lambda[j]);
+  }
 #pragma unroll
   for (int n = 0; n < 3; ++n) {
 #pragma unroll
