@@ -291,11 +291,11 @@ __device__ __forceinline__ void SamuFixup(const SamuParams& p) {
 }
 
 // The four controller gradients: sums over `nrows` partial rows [nrows][4]
-// (16-byte aligned), together: one 16-byte load per row and one tree, not
-// four rounds of dependent loads and 10 barriers each (the same order per
-// sum). One block of kFinalizeThreads threads.
+// (16-byte aligned), together: one 16-byte load per row, each thread's rows
+// in order, a butterfly per warp and the warps in order (one barrier; the
+// same order per sum). One block of kFinalizeThreads threads.
 __device__ __forceinline__ void SumControllerRows(const float4* rows, long long nrows, float* out) {
-  __shared__ float4 s_red[kFinalizeThreads];
+  __shared__ float4 s_warp[kFinalizeThreads / 32];
   float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
   for (long long q = threadIdx.x; q < nrows; q += kFinalizeThreads) {
     const float4 r = __ldcg(rows + q);
@@ -304,25 +304,22 @@ __device__ __forceinline__ void SumControllerRows(const float4* rows, long long 
     sum.z += r.z;
     sum.w += r.w;
   }
-  s_red[threadIdx.x] = sum;
-  __syncthreads();
-  for (int stride = kFinalizeThreads / 2; stride >= 1; stride /= 2) {
-    if (threadIdx.x < stride) {
-      const float4 o = s_red[threadIdx.x + stride];
-      float4& m = s_red[threadIdx.x];
-      m.x += o.x;
-      m.y += o.y;
-      m.z += o.z;
-      m.w += o.w;
-    }
-    __syncthreads();
+#pragma unroll
+  for (int o = 16; o >= 1; o /= 2) {  // a + b == b + a: every lane ends with the same bits
+    sum.x += __shfl_xor_sync(0xffffffffu, sum.x, o);
+    sum.y += __shfl_xor_sync(0xffffffffu, sum.y, o);
+    sum.z += __shfl_xor_sync(0xffffffffu, sum.z, o);
+    sum.w += __shfl_xor_sync(0xffffffffu, sum.w, o);
   }
-  if (threadIdx.x == 0) {
-    const float4 total = s_red[0];
-    out[0] = total.x;
-    out[1] = total.y;
-    out[2] = total.z;
-    out[3] = total.w;
+  if (threadIdx.x % 32 == 0) s_warp[threadIdx.x / 32] = sum;
+  __syncthreads();
+  if (threadIdx.x < 4) {
+    float total = 0.0f;
+    for (int w = 0; w < kFinalizeThreads / 32; ++w) {
+      const float4 v = s_warp[w];
+      total += threadIdx.x == 0 ? v.x : (threadIdx.x == 1 ? v.y : (threadIdx.x == 2 ? v.z : v.w));
+    }
+    out[threadIdx.x] = total;
   }
 }
 

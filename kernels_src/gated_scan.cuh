@@ -574,10 +574,12 @@ __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, 
 #pragma unroll
   for (int n = 0; n < NP; ++n) sum[n] = 0.0f;
   if (c < width) {
+    const float* src = param + k * NP * width + c;  // part q = k, k + kSlices, ...
+    const long long step = kSlices * NP * width;
 #pragma unroll 4
-    for (long long q = k; q < parts; q += kSlices) {
+    for (long long q = k; q < parts; q += kSlices, src += step) {
 #pragma unroll
-      for (int n = 0; n < NP; ++n) sum[n] += __ldcg(param + (q * NP + n) * width + c);
+      for (int n = 0; n < NP; ++n) sum[n] += __ldcg(src + n * width);
     }
   }
 #pragma unroll
