@@ -205,12 +205,12 @@ __device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
   float2* ctrl = reinterpret_cast<float2*>(p.ctrl) + sp_.b * p.length;
   const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
   auto issue = [&](long long k) { ring.template IssueWalk<false>(k, xs, p.width, sp_.t0, sp_.t1, l); };
-  // x is an input, not a predecessor's output: its first groups load while
-  // the predecessor drains (PDL). Everything written waits below.
-#pragma unroll
-  for (int k = 0; k < D - 1; ++k) issue(k);
+  // The phase's first kernel: x may be the output of the caller's kernel
+  // before it, so it is read only after the wait.
   scan::GridDependencyWait();
   scan::LaunchDependents();
+#pragma unroll
+  for (int k = 0; k < D - 1; ++k) issue(k);
   float h[VEC];
   Fill(h, 0.0f);
   float rsum = 0.0f;
@@ -284,7 +284,10 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
   const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
   auto issue = [&](long long k) { ring.template IssueWalk<false>(k, xs, p.width, sp_.t0, sp_.t1, l); };
-  if (l.nvalid > 0) {  // x (an input) before the wait, as in the local pass
+  // x (an input) before the wait: the phase's first kernel (the local pass)
+  // waited for whatever wrote it, and this one starts only after the carry,
+  // which waited for the local pass, released it (PDL).
+  if (l.nvalid > 0) {
 #pragma unroll
     for (int k = 0; k < D - 1; ++k) issue(k);
   }
@@ -412,12 +415,14 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + (sp_.b * p.length) * p.width + c0;
   const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
   auto issue = [&](long long k) { ring.template IssueWalk<true>(k, dys, p.width, sp_.t0, sp_.t1, l); };
-  if (l.nvalid > 0) {  // dy (an input) before the wait
+  // The bwd phase's first kernel: dy may be the output of the caller's
+  // kernel before it, so it is read only after the wait.
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  if (l.nvalid > 0) {
 #pragma unroll
     for (int k = 0; k < D - 1; ++k) issue(k);
   }
-  scan::GridDependencyWait();
-  scan::LaunchDependents();
   StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     float rsum = 0.0f;  // last token first, as the element steps
@@ -499,9 +504,10 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     issue_in(k);
     issue_h(k);
   };
-  // The first groups' x and dy load while the predecessor drains (PDL); h
-  // after the wait (the first commit then also holds the later groups' x
-  // and dy, which only makes its wait stricter).
+  // The first groups' x and dy load while the predecessor (the carry)
+  // drains: the bwd phase's first kernel waited for whatever wrote them
+  // (PDL). h after the wait (the first commit then also holds the later
+  // groups' x and dy, which only makes its wait stricter).
 #pragma unroll
   for (int k = 0; k < D - 1; ++k) issue_in(k);
   scan::GridDependencyWait();

@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "proto/worker.pb.h"
 #include "worker/gpu_context.h"
+#include "worker/planned_kernel.h"
 
 namespace scantune {
 
@@ -37,31 +38,18 @@ class CandidateModule {
 
   // Queues the phase: zero the workspace prefix (the plan's contract before
   // every phase, unless the candidate zeroes it once), then each kernel of the
-  // phase with kernelParams = {params}: `params` is the operator's by-value
+  // phase with kernelParams = {params} (PlannedKernel::Launch: PDL and
+  // clusters as the plan says): `params` is the operator's by-value
   // parameter struct (OpIo::Params), whose workspace field is `workspace`,
-  // workspace_bytes() of device memory. Kernels whose launch may depend
-  // programmatically on the previous one go through cuLaunchKernelEx with
-  // programmatic stream serialization (PDL); so do kernels launched in
-  // thread-block clusters (the cluster dimension attribute).
+  // workspace_bytes() of device memory.
   Status Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace, CudaFailure* failure) const;
 
  private:
-  struct Kernel {
-    CUfunction function = nullptr;
-    std::string entry;
-    std::string phase;
-    std::string launch_call;  // built once: Enqueue runs in the timing loop
-    unsigned grid[3] = {1, 1, 1};
-    unsigned block[3] = {1, 1, 1};
-    unsigned shared_bytes = 0;
-    bool dependent_launch = false;
-    unsigned cluster_x = 1;
-  };
   explicit CandidateModule(const GpuContext& ctx) : ctx_(ctx) {}
 
   const GpuContext& ctx_;
   CUmodule module_ = nullptr;
-  std::vector<Kernel> kernels_;
+  std::vector<PlannedKernel> kernels_;
   uint64_t workspace_bytes_ = 0;
   uint64_t workspace_zero_bytes_ = 0;
   bool workspace_zero_once_ = false;

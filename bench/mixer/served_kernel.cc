@@ -21,29 +21,7 @@ StatusOr<std::unique_ptr<ServedKernel>> ServedKernel::Load(const GpuContext& ctx
   RETURN_IF_ERROR(driver.Check(api.ModuleLoadData(&k->module_, k->response_.cubin().data()),
                                ("cuModuleLoadData(" + kernel.variant() + ")").c_str(), CudaCallSite::kModuleLoad));
   for (const v1::KernelLaunch& launch : kernel.launches()) {
-    Kernel e;
-    e.phase = launch.phase();
-    for (int i = 0; i < 3; ++i) {
-      e.grid[i] = i < launch.grid_size() ? launch.grid(i) : 1;
-      e.block[i] = i < launch.block_size() ? launch.block(i) : 1;
-    }
-    e.shared_bytes = launch.shared_bytes();
-    e.call = "cuLaunchKernel(" + kernel.variant() + ": " + launch.entry() + ")";
-    RETURN_IF_ERROR(driver.Check(api.ModuleGetFunction(&e.function, k->module_, launch.entry().c_str()),
-                                 ("cuModuleGetFunction(" + launch.entry() + ")").c_str(), CudaCallSite::kModuleLoad));
-    // Static plus dynamic shared memory may not pass 48 KB without the opt-in
-    // (as the worker: worker/candidate_module.cc): opt in for any dynamic size.
-    if (e.shared_bytes > 0) {
-      RETURN_IF_ERROR(driver.Check(api.FuncSetAttribute(e.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                        static_cast<int>(e.shared_bytes)),
-                                   "cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", CudaCallSite::kModuleLoad));
-    }
-    if (e.shared_bytes > 0) {
-      // As the worker times them: the most shared memory in the SM's split.
-      RETURN_IF_ERROR(driver.Check(api.FuncSetAttribute(e.function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
-                                                        CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
-                                   "cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)", CudaCallSite::kModuleLoad));
-    }
+    ASSIGN_OR_RETURN(PlannedKernel e, PlannedKernel::Resolve(ctx, k->module_, launch, name, nullptr));
     k->kernels_.push_back(std::move(e));
   }
   return k;
@@ -66,11 +44,8 @@ Status ServedKernel::Enqueue(const std::string& phase, const std::vector<uint8_t
                                  "cuMemsetD8Async(workspace)"));
   }
   void* args[] = {const_cast<uint8_t*>(params.data())};
-  for (const Kernel& k : kernels_) {
-    if (k.phase != phase) continue;
-    RETURN_IF_ERROR(driver.Check(api.LaunchKernel(k.function, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1],
-                                                  k.block[2], k.shared_bytes, ctx_.stream(), args, nullptr),
-                                 k.call.c_str(), CudaCallSite::kLaunch));
+  for (const PlannedKernel& k : kernels_) {
+    if (k.phase == phase) RETURN_IF_ERROR(k.Launch(ctx_, args, nullptr));
   }
   return Status::Ok();
 }

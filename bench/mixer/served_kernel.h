@@ -1,8 +1,9 @@
 // ServedKernel: a backend as GetKernel serves it (cubin, launches per phase,
 // parameter layout, workspace sizes) loaded into the bench's context. Owns
 // the CUmodule. Enqueue follows the plan's contract, as the worker's
-// CandidateModule does: zero the workspace prefix, then launch the phase's
-// kernels in order with the by-value parameter struct.
+// CandidateModule does (both through PlannedKernel): zero the workspace
+// prefix, then launch the phase's kernels in order with the by-value
+// parameter struct, with PDL and thread-block clusters where the plan says.
 //
 // (CandidateModule loads a worker.proto Candidate; this loads the public
 // KernelResponse a training job would get, which is the point of the bench.)
@@ -17,14 +18,15 @@
 #include "common/status.h"
 #include "proto/scantune.pb.h"
 #include "worker/gpu_context.h"
+#include "worker/planned_kernel.h"
 
 namespace scantune::mixer {
 
 class ServedKernel {
  public:
-  // cuModuleLoadData + cuModuleGetFunction per launch, and the opt-in for
-  // dynamic shared memory above 48 KiB. INVALID_ARGUMENT when the response
-  // lacks a cubin, a "fwd" or a "bwd" launch, or has zero > workspace bytes.
+  // cuModuleLoadData + PlannedKernel::Resolve per launch. INVALID_ARGUMENT
+  // when the response lacks a cubin, a "fwd" or a "bwd" launch, or has
+  // zero > workspace bytes.
   static StatusOr<std::unique_ptr<ServedKernel>> Load(const GpuContext& ctx, const v1::KernelResponse& kernel);
   ~ServedKernel();
   ServedKernel(const ServedKernel&) = delete;
@@ -37,20 +39,12 @@ class ServedKernel {
   Status Enqueue(const std::string& phase, const std::vector<uint8_t>& params, CUdeviceptr workspace) const;
 
  private:
-  struct Kernel {
-    CUfunction function = nullptr;
-    std::string phase;
-    std::string call;
-    unsigned grid[3] = {1, 1, 1};
-    unsigned block[3] = {1, 1, 1};
-    unsigned shared_bytes = 0;
-  };
   explicit ServedKernel(const GpuContext& ctx) : ctx_(ctx) {}
 
   const GpuContext& ctx_;
   v1::KernelResponse response_;
   CUmodule module_ = nullptr;
-  std::vector<Kernel> kernels_;
+  std::vector<PlannedKernel> kernels_;
 };
 
 }  // namespace scantune::mixer
