@@ -150,6 +150,31 @@ __device__ __forceinline__ void StageControl(float2 (&s_ri)[CHUNK], const SamuPa
   __syncthreads();
 }
 
+// A columns block (samu_fwd_chunk_scan, samu_bwd_chunk_agg) on its
+// (ceil(W / 1024), chunks, B) grid: its ring, its chunk (in the grid's order,
+// or reversed: a rescan walks the chunks opposite to its local pass, for L2
+// reuse) and its thread's kChunkVec channels (l.c0 the first).
+template <typename T, int PASS, int CHUNK>
+struct ColumnsBlock {
+  using Ring = PackRing<T, PASS>;
+  static constexpr int P = Ring::kSteps, D = Ring::kStages;
+  Ring ring;
+  ChunkedLayout lay;
+  ChunkSpan<CHUNK> span;
+  Lanes l;
+  __device__ __forceinline__ ColumnsBlock(const SamuParams& p, bool reversed, bool backward)
+      : ring(DynamicSmem()),
+        lay(MakeChunkedLayout(p.batch, p.length, p.width, CHUNK)),
+        span(lay, reversed ? gridDim.y - 1 - blockIdx.y : blockIdx.y, reversed ? gridDim.z - 1 - blockIdx.z : blockIdx.z,
+             p.length),
+        l(MakeLanes<T, kChunkVec>((static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * kChunkVec,
+                                  p.width, SamuAligned<T, kChunkVec>(p, backward))) {}
+  __device__ __forceinline__ static unsigned char* DynamicSmem() {
+    extern __shared__ __align__(16) unsigned char smem[];
+    return smem;
+  }
+};
+
 // ---- forward ------------------------------------------------------------------------
 
 // The forward's gate: a and s = sqrt(1 - a^2) (no q). 16-bit: two MUFU
@@ -265,47 +290,41 @@ __device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
 // Columns: the rescan from the chunk's entering state, 3 groups of 8 tokens in flight.
 template <typename T, int CHUNK>
 __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
-  constexpr int VEC = kChunkVec;
-  using Ring = PackRing<T, kChunkFwdScan>;
-  constexpr int P = Ring::kSteps, D = Ring::kStages;
-  extern __shared__ __align__(16) unsigned char smem[];
+  using Block = ColumnsBlock<T, kChunkFwdScan, CHUNK>;
+  constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
   __shared__ float2 s_ri[CHUNK];
-  const Ring ring(smem);
-  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
-  // Blocks in the reverse order of the local pass's: the x it read last is read first, from L2.
-  const ChunkSpan<CHUNK> sp_(lay, gridDim.y - 1 - blockIdx.y, gridDim.z - 1 - blockIdx.z, p.length);
-  const long long c0 = (static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * VEC;
-  const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, false));
+  // Chunks in the reverse order of the local pass's: the x it read last is read first, from L2.
+  const Block cb(p, /*reversed=*/true, /*backward=*/false);
   float sp[VEC], beta[VEC], gamma[VEC];
-  LoadForwardDecays<T>(sp, p, l);
-  LoadChannels(beta, p.beta, l);
-  LoadChannels(gamma, p.gamma, l);
-  const long long row0 = (sp_.b * p.length) * p.width + c0;
+  LoadForwardDecays<T>(sp, p, cb.l);
+  LoadChannels(beta, p.beta, cb.l);
+  LoadChannels(gamma, p.gamma, cb.l);
+  const long long row0 = (cb.span.b * p.length) * p.width + cb.l.c0;
   const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
-  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
-  auto issue = [&](long long k) { ring.template IssueWalk<false>(k, xs, p.width, sp_.t0, sp_.t1, l); };
+  const long long groups = (cb.span.t1 - cb.span.t0 + P - 1) / P;
+  auto issue = [&](long long k) { cb.ring.template IssueWalk<false>(k, xs, p.width, cb.span.t0, cb.span.t1, cb.l); };
   // x (an input) before the wait: the phase's first kernel (the local pass)
   // waited for whatever wrote it, and this one starts only after the carry,
   // which waited for the local pass, released it (PDL).
-  if (l.nvalid > 0) {
+  if (cb.l.nvalid > 0) {
 #pragma unroll
     for (int k = 0; k < D - 1; ++k) issue(k);
   }
   scan::GridDependencyWait();
   scan::LaunchDependents();
-  StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
-  if (l.nvalid <= 0) return;
+  StageControl(s_ri, p, cb.span.b, cb.span.t0, cb.span.t1);
+  if (cb.l.nvalid <= 0) return;
   float h[VEC];
-  LoadState(h, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
+  LoadState(h, ChunkWs(p, cb.lay.start_offset) + cb.span.part * p.width, cb.l);
   for (long long k = 0; k < groups; ++k) {
     issue(k + D - 1);
     CpAsyncWait<D - 1>();
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const long long t = sp_.t0 + k * P + i;
-      if (t < sp_.t1) {
-        const Pack<T, VEC> px = *ring.Slot(k, 0, i);
-        const float2 ri = s_ri[t - sp_.t0];
+      const long long t = cb.span.t0 + k * P + i;
+      if (t < cb.span.t1) {
+        const Pack<T, VEC> px = *cb.ring.Slot(k, 0, i);
+        const float2 ri = s_ri[t - cb.span.t0];
         float y[VEC];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
@@ -314,8 +333,8 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
           y[j] = gamma[j] * h[j];
         }
         const long long off = row0 + t * p.width;
-        StorePack<T, VEC>(static_cast<T*>(p.h) + off, h, l.wide, l.nvalid);
-        StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, l.wide, l.nvalid);
+        StorePack<T, VEC>(static_cast<T*>(p.h) + off, h, cb.l.wide, cb.l.nvalid);
+        StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, cb.l.wide, cb.l.nvalid);
       }
     }
   }
@@ -399,37 +418,31 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
 // Columns: the chunk's u = a (gamma dy + u) from u = 0, last token first.
 template <typename T, int CHUNK>
 __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
-  constexpr int VEC = kChunkVec;
-  using Ring = PackRing<T, kChunkBwdAgg>;
-  constexpr int P = Ring::kSteps, D = Ring::kStages;
-  extern __shared__ __align__(16) unsigned char smem[];
+  using Block = ColumnsBlock<T, kChunkBwdAgg, CHUNK>;
+  constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
   __shared__ float2 s_ri[CHUNK];
-  const Ring ring(smem);
-  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
-  const ChunkSpan<CHUNK> sp_(lay, blockIdx.y, blockIdx.z, p.length);
-  const long long c0 = (static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * VEC;
-  const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, true));
+  const Block cb(p, /*reversed=*/false, /*backward=*/true);
   float sp[VEC], gamma[VEC];
-  LoadDecays(sp, p, l);
-  LoadChannels(gamma, p.gamma, l);
-  const T* __restrict__ dys = static_cast<const T*>(p.dy) + (sp_.b * p.length) * p.width + c0;
-  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
-  auto issue = [&](long long k) { ring.template IssueWalk<true>(k, dys, p.width, sp_.t0, sp_.t1, l); };
+  LoadDecays(sp, p, cb.l);
+  LoadChannels(gamma, p.gamma, cb.l);
+  const T* __restrict__ dys = static_cast<const T*>(p.dy) + (cb.span.b * p.length) * p.width + cb.l.c0;
+  const long long groups = (cb.span.t1 - cb.span.t0 + P - 1) / P;
+  auto issue = [&](long long k) { cb.ring.template IssueWalk<true>(k, dys, p.width, cb.span.t0, cb.span.t1, cb.l); };
   // The bwd phase's first kernel: dy may be the output of the caller's
   // kernel before it, so it is read only after the wait.
   scan::GridDependencyWait();
   scan::LaunchDependents();
-  if (l.nvalid > 0) {
+  if (cb.l.nvalid > 0) {
 #pragma unroll
     for (int k = 0; k < D - 1; ++k) issue(k);
   }
-  StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
+  StageControl(s_ri, p, cb.span.b, cb.span.t0, cb.span.t1);
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     float rsum = 0.0f;  // last token first, as the element steps
-    for (long long t = sp_.t1 - 1; t >= sp_.t0; --t) rsum += s_ri[t - sp_.t0].x;
-    ChunkWs(p, lay.sum_r_offset)[sp_.part] = rsum;
+    for (long long t = cb.span.t1 - 1; t >= cb.span.t0; --t) rsum += s_ri[t - cb.span.t0].x;
+    ChunkWs(p, cb.lay.sum_r_offset)[cb.span.part] = rsum;
   }
-  if (l.nvalid <= 0) return;
+  if (cb.l.nvalid <= 0) return;
   float u[VEC];
   Fill(u, 0.0f);
   for (long long k = 0; k < groups; ++k) {
@@ -437,19 +450,19 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
     CpAsyncWait<D - 1>();
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const long long t = sp_.t1 - 1 - k * P - i;
-      if (t >= sp_.t0) {
-        const Pack<T, VEC> pd = *ring.Slot(k, 0, i);
-        const float r = s_ri[t - sp_.t0].x;
+      const long long t = cb.span.t1 - 1 - k * P - i;
+      if (t >= cb.span.t0) {
+        const Pack<T, VEC> pd = *cb.ring.Slot(k, 0, i);
+        const float r = s_ri[t - cb.span.t0].x;
 #pragma unroll
         for (int j = 0; j < VEC; ++j) u[j] = ExpDecay<T>(sp[j] * r) * fmaf(gamma[j], pd.Get(j), u[j]);
       }
     }
   }
-  float* agg = ChunkWs(p, lay.agg_offset) + sp_.part * p.width + c0;
+  float* agg = ChunkWs(p, cb.lay.agg_offset) + cb.span.part * p.width + cb.l.c0;
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
-    if (j < l.nvalid) agg[j] = u[j];
+    if (j < cb.l.nvalid) agg[j] = u[j];
   }
 }
 
