@@ -31,7 +31,7 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
     case Algorithm::kSequential:
       return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'p', &Variant::prefetch}};
     case Algorithm::kChunked:
-      return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'c', &Variant::chunk}};
+      return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'c', &Variant::chunk}, {'l', &Variant::strip, true}};
     case Algorithm::kLookback:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},

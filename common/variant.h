@@ -35,6 +35,8 @@ struct Variant {
   int items = 1;      // kLookback: timesteps per thread (held in registers)
   int prefetch = 1;   // kSequential: timesteps loaded ahead (loads in flight per thread)
   int strip = 0;      // kLookbackSmem, kLookbackPipe: channels per block
+                      // kChunked (samu): 0, or the look-back forward's strip ("_l32": the forward of
+                      // lookback_v2_t256_s16_i16_o3, the backward chunked's)
   int tile = 0;       // kLookbackSmem, kLookbackPipe: timesteps per tile (staged in shared memory)
   int blocks_per_sm = 0;  // kLookbackPipe: persistent blocks per SM (at most; fewer where shared memory is short)
   int order = 0;          // kLookbackSmem: 0 tiles by atomic ticket; 1 by block index (no ticket; "_o1")

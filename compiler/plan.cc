@@ -328,6 +328,7 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
     }
     case Algorithm::kChunked: {
       RETURN_IF_ERROR(CheckCommonKnobs(v, device));
+      if (v.strip != 0) return InvalidArgument("_l" + std::to_string(v.strip) + ": a look-back forward is samu's");
       if (v.chunk < 1 || v.chunk > (1 << 16)) {
         return InvalidArgument("chunk " + std::to_string(v.chunk) + " not in [1, 65536]");
       }

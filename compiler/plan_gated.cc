@@ -16,11 +16,13 @@
 //       the v2 kernels with vec 2 and threads = strip / 2 x segments, the
 //       controller fused into the scans: the strips of a time tile meet for
 //       m_t (fwd) and dm_t (bwd), so no control and no fix-up kernel)
-//   chunked_v{vec}_t{threads}_c{chunk}                      (samu only,
+//   chunked_v{vec}_t{threads}_c{chunk}[_l{strip}]           (samu only,
 //       kernels_src/gated_chunked.cuh: three phases per direction over time
 //       chunks of `chunk` tokens; the passes needing m_t / dm_t own whole
 //       token rows, ceil(W / vec) threads (at most `threads`, the launch
-//       bound); no control, fix-up or look-back)
+//       bound); no control, fix-up or look-back. _l{strip}: the forward is
+//       lookback_v2_t256_s{512 / strip}_i16_o3's (control pass, then one
+//       look-back scan that gates each element once), the backward chunked's)
 // (v1's `lookbacksmem` family, the tile staged with an fp32 (a, b) region,
 // was dropped in session 4: 1.5-3x slower than `lookback` at every seed
 // shape, never selected; bench/NOTES.md "rglru/samu v4".)
@@ -114,6 +116,13 @@ struct ChunkedKnobs {
   int threads, chunk;
 };
 constexpr ChunkedKnobs kChunked[] = {{256, 32}, {256, 64}, {256, 128}, {512, 32}, {512, 64}, {512, 128}};
+// ... with the look-back forward (_l{strip}): {threads, chunk, strip}; the
+// strips of the two _o3 forwards that won seed shapes (s8: 64 channels, s16: 32).
+struct HybridKnobs {
+  int threads, chunk, strip;
+};
+constexpr HybridKnobs kHybrid[] = {{256, 32, 64},  {512, 32, 64},  {256, 64, 64},  {256, 64, 32},
+                                   {512, 64, 64},  {512, 64, 32},  {256, 128, 32}, {512, 128, 32}};
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -154,6 +163,13 @@ Variant HeldOf(const Variant& v) {
   return h;
 }
 bool IsChunked(const Variant& v) { return v.algorithm == Algorithm::kChunked; }
+bool IsHybrid(const Variant& v) { return IsChunked(v) && v.strip != 0; }
+// The `lookback` point whose forward a `chunked` _l{strip} runs (gated_layout.h, HybridBase).
+Variant HybridForwardOf(const Variant& v) {
+  const int segments = gated::HybridSegments(v.strip);
+  return {.algorithm = Algorithm::kLookback, .vec = gated::kHybridVec, .threads = gated::kHybridThreads,
+          .segments = segments, .items = gated::kHybridItems, .order = 3};
+}
 // Threads of a `chunked` rows block: one per vec channels of a token row, whole warps.
 int64_t RowsThreads(const Variant& v, int64_t width) { return CeilDiv(CeilDiv(width, v.vec), 32) * 32; }
 // Dynamic (the cp.async ring) and static shared memory of a `chunked` pass; mirrors gated_chunked.cuh.
@@ -245,6 +261,10 @@ class GatedPlannerImpl final : public OpPlanner {
         variants.push_back(
             {.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads, .chunk = k.chunk});
       }
+      for (const HybridKnobs& k : kHybrid) {
+        variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                            .chunk = k.chunk, .strip = k.strip});
+      }
     }
     return variants;
   }
@@ -266,6 +286,9 @@ class GatedPlannerImpl final : public OpPlanner {
                              std::to_string(device.max_threads_per_block) + "]");
     }
     if (v.chunk < 8 || v.chunk > 4096) return InvalidArgument("chunk " + std::to_string(v.chunk) + " not in [8, 4096]");
+    if (v.strip != 0 && v.strip != 32 && v.strip != 64) {
+      return InvalidArgument("_l" + std::to_string(v.strip) + ": the look-back forward's strip is 32 or 64 channels");
+    }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {
       return ResourceExhausted("a token row of W " + std::to_string(s.width) + " / vec " + std::to_string(v.vec) +
@@ -291,7 +314,10 @@ class GatedPlannerImpl final : public OpPlanner {
     if (problem.op != Op::kRgLru && problem.op != Op::kSamu) {
       return InvalidArgument(std::string("the gated planner has no kernels for ") + OpName(problem.op));
     }
-    if (IsChunked(variant)) return CanImplementChunked(variant, problem, device);
+    if (IsChunked(variant)) {
+      RETURN_IF_ERROR(CanImplementChunked(variant, problem, device));
+      return IsHybrid(variant) ? CanImplement(HybridForwardOf(variant), problem, device) : Status::Ok();
+    }
     if (IsFused(variant)) {
       if (!IsSamu(problem.op)) {
         return InvalidArgument("fused (the controller met inside the scans) is samu's; rglru has no controller");
@@ -429,7 +455,16 @@ class GatedPlannerImpl final : public OpPlanner {
     const std::string pre = Prefix(op);
     const bool samu = IsSamu(op);
     std::vector<Kernel> k;
-    if (IsChunked(v)) {
+    if (IsHybrid(v)) {
+      const Variant f = HybridForwardOf(v);
+      k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
+      k.push_back({Role::kFwdScan,
+                   Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order})});
+      k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
+      k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
+      k.push_back({Role::kBwdScan, Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})});
+      k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip})});
+    } else if (IsChunked(v)) {
       k.push_back({Role::kFwdAgg, Instance("samu_fwd_chunk_agg", dtype, {v.threads, v.chunk})});
       k.push_back({Role::kFwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 0})});
       k.push_back({Role::kFwdScan, Instance("samu_fwd_chunk_scan", dtype, {v.chunk})});
@@ -497,14 +532,20 @@ class GatedPlannerImpl final : public OpPlanner {
     };
     if (IsChunked(v)) {
       // Rows (chunks, B); columns (ceil(W / (128 vec)), chunks, B); carries (ceil(W / 32), B).
-      const gated::ChunkedLayout lay = gated::MakeChunkedLayout(s.batch, s.length, s.width, v.chunk);
+      const gated::ChunkedLayout lay = gated::MakeChunkedLayout(s.batch, s.length, s.width, v.chunk, v.strip);
       const int rows = static_cast<int>(RowsThreads(v, s.width));
       const int64_t columns = CeilDiv(s.width, int64_t{gated::kChunkColumnThreads} * v.vec);
       const int64_t carry_x = CeilDiv(s.width, 32);
       const int carry_threads = gated::CarrySlices(lay.chunks) * 32;
       const int elem = static_cast<int>(ElementBytes(problem.dtype));
       const int cols = gated::kChunkColumnThreads;
-      if (HasFwd(problem.mode)) {
+      if (HasFwd(problem.mode) && IsHybrid(v)) {
+        // lookback _o3's forward on its (strips, B, tiles) grid (block-index tiles, packed look-back).
+        const Variant f = HybridForwardOf(v);
+        const gated::Layout held = LayoutFor(f, problem);
+        add(Role::kControl, "fwd", CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock), 1, gated::kFixupThreads, 0);
+        add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads, FwdSmem(f, problem.op, problem.dtype), held.tiles);
+      } else if (HasFwd(problem.mode)) {
         add(Role::kFwdAgg, "fwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkFwdAgg, rows, elem));
         add(Role::kFwdCarry, "fwd", carry_x, s.batch, carry_threads, 0);
         add(Role::kFwdScan, "fwd", columns, lay.chunks, cols, ChunkedSmem(gated::kChunkFwdScan, cols, elem), s.batch);
@@ -517,6 +558,11 @@ class GatedPlannerImpl final : public OpPlanner {
       }
       for (Launch& launch : plan.launches) launch.dependent_launch = true;
       plan.workspace_bytes = static_cast<uint64_t>(lay.total_bytes);
+      if (IsHybrid(v)) {
+        // The look-back region before lay's sections (HybridBase): zeroed once (launch epochs).
+        plan.workspace_zero_bytes = static_cast<uint64_t>(lay.sum_r_offset);
+        plan.workspace_zero_once = true;
+      }
       return plan;
     }
     const gated::Layout lay = LayoutFor(v, problem);

@@ -162,6 +162,9 @@ class SsmPlannerImpl final : public OpPlanner {
     RETURN_IF_ERROR(CheckStateAndShape(problem));
     const Shape& s = problem.shape;
     const int n = problem.ssm.state;
+    if (v.algorithm == Algorithm::kChunked && v.strip != 0) {
+      return InvalidArgument("_l" + std::to_string(v.strip) + ": a look-back forward is samu's");
+    }
     if ((v.algorithm == Algorithm::kSequential || v.algorithm == Algorithm::kChunked) && v.vec != 1) {
       return InvalidArgument("vec " + std::to_string(v.vec) + ": selective_scan's per-channel families take vec 1");
     }

@@ -23,6 +23,9 @@
 // 16 / CHUNK of carries; the local passes re-read x (fwd) and dy (bwd).
 // Every kernel is a programmatic dependent (PDL): it waits on its
 // predecessor (griddepcontrol.wait) before touching what that one writes.
+// chunked_..._l{strip} runs the backward kernels with FWD_STRIP = strip
+// after `lookback` _o3's forward: their workspace sections start after that
+// forward's look-back region (gated_layout.h, HybridBase).
 #pragma once
 
 namespace gated {
@@ -154,7 +157,7 @@ __device__ __forceinline__ void StageControl(float2 (&s_ri)[CHUNK], const SamuPa
 // (ceil(W / 1024), chunks, B) grid: its ring, its chunk (in the grid's order,
 // or reversed: a rescan walks the chunks opposite to its local pass, for L2
 // reuse) and its thread's kChunkVec channels (l.c0 the first).
-template <typename T, int PASS, int CHUNK>
+template <typename T, int PASS, int CHUNK, int FWD_STRIP = 0>
 struct ColumnsBlock {
   using Ring = PackRing<T, PASS>;
   static constexpr int P = Ring::kSteps, D = Ring::kStages;
@@ -164,7 +167,7 @@ struct ColumnsBlock {
   Lanes l;
   __device__ __forceinline__ ColumnsBlock(const SamuParams& p, bool reversed, bool backward)
       : ring(DynamicSmem()),
-        lay(MakeChunkedLayout(p.batch, p.length, p.width, CHUNK)),
+        lay(MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP)),
         span(lay, reversed ? gridDim.y - 1 - blockIdx.y : blockIdx.y, reversed ? gridDim.z - 1 - blockIdx.z : blockIdx.z,
              p.length),
         l(MakeLanes<T, kChunkVec>((static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * kChunkVec,
@@ -176,36 +179,6 @@ struct ColumnsBlock {
 };
 
 // ---- forward ------------------------------------------------------------------------
-
-// The forward's gate: a and s = sqrt(1 - a^2) (no q). 16-bit: two MUFU
-// (ex2, sqrt.approx), since the forward passes are bound by the MUFU pipe
-// (Nsight Compute, session 8: XU 53-65% of peak, the busiest pipe): 1 - a^2 =
-// -expm1(x), x = 2 la, by -x (1 + x / 2 + x^2 / 6) on [-0.05, 0] (relative
-// error < 6e-6), else fma(-a, a, 1) (< 1e-5 there: a carries ex2.approx's
-// ~2 ulp); both tighter than _o3's tanh.approx form (~2.5e-4), which costs a
-// third MUFU. fp32: GateFast.
-struct GateAS {
-  float a, s;
-};
-__device__ __forceinline__ float SqrtApprox(float v) {
-  float y;
-  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
-  return y;
-}
-// Its argument z = k r with k from LoadForwardDecays: la = ln a at fp32, log2 a
-// at 16 bits (ex2 takes it as is).
-template <typename T>
-__device__ __forceinline__ GateAS ForwardGate(float z) {
-  if constexpr (sizeof(T) == 2) {
-    const float a = Ex2Ftz(z);
-    const float x = z * 1.38629436111989061f;  // 2 ln a = 2 ln(2) log2(a)
-    const float series = -x * fmaf(x, fmaf(x, 1.0f / 6.0f, 0.5f), 1.0f);
-    return {a, SqrtApprox(x > -0.05f ? series : fmaf(-a, a, 1.0f))};
-  } else {
-    const Gate g = GateFast<T, true>(z);
-    return {g.a, g.s};
-  }
-}
 
 // Rows: per group of 8 tokens (staged ahead by the ring), the block's row sums
 // (RowSums8 per warp, then the warps in order), (r_t, i_t) by the lanes < 8
@@ -347,10 +320,10 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
 // A slice composes its run, one thread per channel scans the slices, then
 // each slice rescans its run and writes every chunk's entering state.
 // Forward: from h0, then h_final; backward: from 0, then dh0.
-template <typename T, int CHUNK, bool kReverse>
+template <typename T, int CHUNK, bool kReverse, int FWD_STRIP>
 __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
   __shared__ float s_a[kCarrySlices][32], s_h[kCarrySlices][32];
-  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
+  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP);
   const int lane = threadIdx.x % 32, slice = threadIdx.x / 32, slices = blockDim.x / 32;
   const long long c = static_cast<long long>(blockIdx.x) * 32 + lane;
   const long long b = blockIdx.y;
@@ -416,9 +389,9 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
 // ---- backward -----------------------------------------------------------------------
 
 // Columns: the chunk's u = a (gamma dy + u) from u = 0, last token first.
-template <typename T, int CHUNK>
+template <typename T, int CHUNK, int FWD_STRIP>
 __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
-  using Block = ColumnsBlock<T, kChunkBwdAgg, CHUNK>;
+  using Block = ColumnsBlock<T, kChunkBwdAgg, CHUNK, FWD_STRIP>;
   constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
   __shared__ float2 s_ri[CHUNK];
   const Block cb(p, /*reversed=*/false, /*backward=*/true);
@@ -471,7 +444,7 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
 // sums per token met in the block (RowSums8 per warp, warps in order;
 // double-buffered, one barrier per group), dm_t / W and the controller terms
 // by the lanes below 4, then dx stored once. Parameter partials per block.
-template <typename T, int THREADS, int CHUNK>
+template <typename T, int THREADS, int CHUNK, int FWD_STRIP>
 __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   constexpr int VEC = kChunkVec;
   using Ring = PackRing<T, kChunkBwdScan>;
@@ -482,7 +455,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   __shared__ float s_sum[2][THREADS / 32][kCalls * 8];
   __shared__ float2 s_ri[CHUNK];
   const Ring ring(smem);
-  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
+  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP);
   // Blocks in the reverse order of the local pass's: the dy it read last is read first, from L2.
   const ChunkSpan<CHUNK> sp_(lay, gridDim.x - 1 - blockIdx.x, gridDim.y - 1 - blockIdx.y, p.length);
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
@@ -645,9 +618,9 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
 
 // Blocks [0, ceil(W/32)): the channel parameters over the B x chunks parts;
 // the last block: the controller's four sums.
-template <int CHUNK>
+template <int CHUNK, int FWD_STRIP>
 __device__ __forceinline__ void SamuChunkFinalize(const SamuParams& p) {
-  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK);
+  const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP);
   scan::GridDependencyWait();
   scan::LaunchDependents();
   if (static_cast<long long>(blockIdx.x) * 32 < p.width) {
@@ -669,23 +642,23 @@ template <typename T, int THREADS, int CHUNK>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_fwd_chunk_agg(const SamuParams p) {
   gated::SamuChunkForwardAgg<T, THREADS, CHUNK>(p);
 }
-template <typename T, int CHUNK, int REVERSE>
+template <typename T, int CHUNK, int REVERSE, int FWD_STRIP = 0>
 __global__ void __launch_bounds__(gated::kCarrySlices * 32) samu_chunk_carry(const SamuParams p) {
-  gated::SamuChunkCarry<T, CHUNK, REVERSE != 0>(p);
+  gated::SamuChunkCarry<T, CHUNK, REVERSE != 0, FWD_STRIP>(p);
 }
 template <typename T, int CHUNK>
 __global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_fwd_chunk_scan(const SamuParams p) {
   gated::SamuChunkForwardScan<T, CHUNK>(p);
 }
-template <typename T, int CHUNK>
+template <typename T, int CHUNK, int FWD_STRIP = 0>
 __global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_bwd_chunk_agg(const SamuParams p) {
-  gated::SamuChunkBackwardAgg<T, CHUNK>(p);
+  gated::SamuChunkBackwardAgg<T, CHUNK, FWD_STRIP>(p);
 }
-template <typename T, int THREADS, int CHUNK>
+template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
-  gated::SamuChunkBackwardScan<T, THREADS, CHUNK>(p);
+  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP>(p);
 }
-template <typename T, int CHUNK>
+template <typename T, int CHUNK, int FWD_STRIP = 0>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_chunk_finalize(const SamuParams p) {
-  gated::SamuChunkFinalize<CHUNK>(p);
+  gated::SamuChunkFinalize<CHUNK, FWD_STRIP>(p);
 }

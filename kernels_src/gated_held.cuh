@@ -94,6 +94,46 @@ __device__ __forceinline__ Gate GateFast(float la) {
   return GateFromA<T, kTanh>(la, ExpDecay<T>(la));
 }
 
+// The forward's gate: a and s = sqrt(1 - a^2) (no q). 16-bit: two MUFU
+// (ex2, sqrt.approx), since the forward passes are bound by the MUFU pipe
+// (Nsight Compute, session 8: XU 53-65% of peak in `chunked`'s, the busiest
+// pipe): 1 - a^2 =
+// -expm1(x), x = 2 la, by -x (1 + x / 2 + x^2 / 6) on [-0.05, 0] (relative
+// error < 6e-6), else fma(-a, a, 1) (< 1e-5 there: a carries ex2.approx's
+// ~2 ulp); both tighter than _o3's tanh.approx form (~2.5e-4), which costs a
+// third MUFU. fp32: GateFast.
+struct GateAS {
+  float a, s;
+};
+__device__ __forceinline__ float SqrtApprox(float v) {
+  float y;
+  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+  return y;
+}
+// Its argument z = k r with k from LoadForwardDecays (gated_chunked.cuh): la = ln a
+// at fp32, log2 a at 16 bits (ex2 takes it as is).
+template <typename T>
+__device__ __forceinline__ GateAS ForwardGate(float z) {
+  if constexpr (sizeof(T) == 2) {
+    const float a = Ex2Ftz(z);
+    const float x = z * 1.38629436111989061f;  // 2 ln a = 2 ln(2) log2(a)
+    const float series = -x * fmaf(x, fmaf(x, 1.0f / 6.0f, 0.5f), 1.0f);
+    return {a, SqrtApprox(x > -0.05f ? series : fmaf(-a, a, 1.0f))};
+  } else {
+    const Gate g = GateFast<T, true>(z);
+    return {g.a, g.s};
+  }
+}
+
+// ForwardGate from la = ln a (the look-back forward's decays): at 16 bits
+// la log2(e) is ExpDecay's own FMUL, so a is bit-identical to the rescan's
+// ExpDecay<T>(la).
+template <typename T>
+__device__ __forceinline__ GateAS ForwardGateLn(float la) {
+  return ForwardGate<T>(sizeof(T) == 2 ? la * 1.44269504088896341f : la);
+}
+
+
 // Whether a thread holds its a's (items x vec fp32) from the local pass to
 // the rescan. Up to 16 per thread it does (the forward then holds (a, b):
 // 32 fp32); above, only b is held in the forward and nothing in the backward,
@@ -1084,9 +1124,16 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     const Pack<T, VEC> px = *reinterpret_cast<const Pack<T, VEC>*>(s_in + row * STRIP + lane * VEC);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
-      // (_o3's tanh gate here only where a is held: with b alone held, 16 steps,
-      // it spilled 52-56 bytes at 80 registers.)
-      const Gate g = GateFast<T, ORDER >= 3 && (kHold || kBSmem)>(sp[j] * ri.x);
+      // _o3 and up: ForwardGate's two MUFU where a is held or b is in shared
+      // memory (the tanh form's three spilled 52-56 bytes at 80 registers with
+      // b alone held, 16 steps).
+      GateAS g;
+      if constexpr (ORDER >= 3 && (kHold || kBSmem)) {
+        g = ForwardGateLn<T>(sp[j] * ri.x);
+      } else {
+        const Gate full = GateFast<T>(sp[j] * ri.x);
+        g = {full.a, full.s};
+      }
       const float a = g.a;
       const float bb = g.s * ri.y * beta[j] * px.Get(j);  // 0 past L (i = 0)
       if constexpr (kHold) av[i][j] = a;

@@ -136,17 +136,37 @@ GATED_HD constexpr long long ChunkRingBytes(int pass, int threads, int elem_byte
          kChunkVec * elem_bytes;
 }
 
+// `chunked` with the look-back forward (chunked_v8_t{threads}_c{chunk}_l{strip}):
+// the forward is `lookback` _o3's (samu_fwd_control_fast, then
+// samu_fwd_held as lookback_v2_t256_s{512 / strip}_i16_o3: the control
+// pass reads x without a gate and the scan gates each element once, where
+// `chunked`'s forward gates it in both its local pass and its rescan), the
+// backward is `chunked`'s. The forward's packed look-back region (zeroed
+// once, launch epochs) comes first in the workspace; the `chunked` sections
+// start after it (HybridBase), so the backward never writes over flags.
+constexpr int kHybridVec = 2;
+constexpr int kHybridThreads = 256;
+constexpr int kHybridItems = 16;
+GATED_HD constexpr int HybridSegments(int strip) { return kHybridThreads * kHybridVec / strip; }
+GATED_HD constexpr int HybridTile(int strip) { return HybridSegments(strip) * kHybridItems; }
+GATED_HD long long HybridBase(long long batch, long long length, long long width, int strip) {
+  return strip == 0 ? 0
+                    : MakeLayout(batch, length, width, strip, HybridTile(strip), kSamuParams, true, true, true).zero_bytes;
+}
+
 struct ChunkedLayout {
   long long chunks, parts;
   long long sum_r_offset, agg_offset, start_offset, param_offset, ctrl_offset, total_bytes;
 };
 
-GATED_HD ChunkedLayout MakeChunkedLayout(long long batch, long long length, long long width, int chunk) {
+// fwd_strip: 0 for `chunked`'s own forward, else the look-back forward's strip (HybridBase).
+GATED_HD ChunkedLayout MakeChunkedLayout(long long batch, long long length, long long width, int chunk,
+                                         int fwd_strip = 0) {
   ChunkedLayout g;
   g.chunks = (length + chunk - 1) / chunk;
   g.parts = batch * g.chunks;
-  g.sum_r_offset = 0;
-  g.agg_offset = RoundUp256(g.parts * 4);
+  g.sum_r_offset = HybridBase(batch, length, width, fwd_strip);
+  g.agg_offset = g.sum_r_offset + RoundUp256(g.parts * 4);
   g.start_offset = g.agg_offset + RoundUp256(g.parts * width * 4);
   g.param_offset = g.start_offset + RoundUp256(g.parts * width * 4);
   g.ctrl_offset = g.param_offset + RoundUp256(g.parts * kSamuParams * width * 4);

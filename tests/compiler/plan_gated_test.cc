@@ -460,6 +460,47 @@ TEST(GatedPlan, ChunkedGeometry) {
   EXPECT_EQ(bwd_plan->launches[0].name_expression, want[3].kernel);
 }
 
+// samu `chunked` _l{strip}: lookback_v2_t256_s{512 / strip}_i16_o3's forward
+// (control, then the held scan on its (strips, B, tiles) grid) and chunked's
+// backward, whose sections start after the forward's look-back region; that
+// region is what the plan zeroes, once (launch epochs).
+TEST(GatedPlan, ChunkedWithLookbackForward) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
+  const Variant v = Parsed("chunked_v8_t256_c32_l64");
+  EXPECT_EQ(v.Name(), "chunked_v8_t256_c32_l64");
+  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(LaunchNames(*plan), (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
+                                                           "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3>",
+                                                           "samu_bwd_chunk_agg<__nv_bfloat16, 32, 64>",
+                                                           "samu_chunk_carry<__nv_bfloat16, 32, 1, 64>",
+                                                           "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64>",
+                                                           "samu_bwd_chunk_finalize<__nv_bfloat16, 32, 64>"}));
+  // The forward's launches are lookback_v2_t256_s8_i16_o3's, as that variant plans them.
+  StatusOr<LaunchPlan> o3 = MakePlan(Parsed("lookback_v2_t256_s8_i16_o3"), p, h200);
+  ASSERT_TRUE(o3.ok());
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(plan->launches[i].name_expression, o3->launches[i].name_expression);
+    EXPECT_EQ(plan->launches[i].grid, o3->launches[i].grid);
+    EXPECT_EQ(plan->launches[i].block, o3->launches[i].block);
+    EXPECT_EQ(plan->launches[i].shared_bytes, o3->launches[i].shared_bytes);
+  }
+  for (const Launch& l : plan->launches) EXPECT_TRUE(l.dependent_launch);
+  const gated::ChunkedLayout lay = gated::MakeChunkedLayout(4, 2048, 2048, 32, 64);
+  const gated::ChunkedLayout plain = gated::MakeChunkedLayout(4, 2048, 2048, 32);
+  EXPECT_EQ(plan->workspace_zero_bytes, o3->workspace_zero_bytes);
+  EXPECT_TRUE(plan->workspace_zero_once);
+  EXPECT_EQ(lay.sum_r_offset, static_cast<int64_t>(o3->workspace_zero_bytes));
+  EXPECT_EQ(lay.total_bytes - lay.sum_r_offset, plain.total_bytes);
+  EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
+  // Strips other than the two _o3 forwards', and the knob on other operators, are refused.
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l48"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64"), MakeProblem(Op::kLinearScan, {4, 2048, 2048}), h200)
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 TEST(GatedPlan, ClusterGeometry) {
   const DeviceLimits h200;
   const Problem samu = MakeProblem(Op::kSamu, {4, 2048, 2048});
