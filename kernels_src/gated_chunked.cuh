@@ -395,8 +395,8 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
   __shared__ float2 s_ri[CHUNK];
   const Block cb(p, /*reversed=*/false, /*backward=*/true);
-  float sp[VEC], gamma[VEC];
-  LoadDecays(sp, p, cb.l);
+  float kd[VEC], gamma[VEC];
+  LoadForwardDecays<T>(kd, p, cb.l);  // a = ex2(k r) at 16 bits: no FMUL by log2(e) per element
   LoadChannels(gamma, p.gamma, cb.l);
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + (cb.span.b * p.length) * p.width + cb.l.c0;
   const long long groups = (cb.span.t1 - cb.span.t0 + P - 1) / P;
@@ -410,10 +410,11 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
     for (int k = 0; k < D - 1; ++k) issue(k);
   }
   StageControl(s_ri, p, cb.span.b, cb.span.t0, cb.span.t1);
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
-    float rsum = 0.0f;  // last token first, as the element steps
-    for (long long t = cb.span.t1 - 1; t >= cb.span.t0; --t) rsum += s_ri[t - cb.span.t0].x;
-    ChunkWs(p, cb.lay.sum_r_offset)[cb.span.part] = rsum;
+  if (blockIdx.x == 0 && threadIdx.x < 32) {  // the chunk's sum of r: one warp, fixed order
+    float rsum = 0.0f;
+    for (int i = static_cast<int>(threadIdx.x); i < cb.span.t1 - cb.span.t0; i += 32) rsum += s_ri[i].x;
+    rsum = RowSum<32>(rsum);
+    if (threadIdx.x == 0) ChunkWs(p, cb.lay.sum_r_offset)[cb.span.part] = rsum;
   }
   if (cb.l.nvalid <= 0) return;
   float u[VEC];
@@ -428,7 +429,10 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
         const Pack<T, VEC> pd = *cb.ring.Slot(k, 0, i);
         const float r = s_ri[t - cb.span.t0].x;
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) u[j] = ExpDecay<T>(sp[j] * r) * fmaf(gamma[j], pd.Get(j), u[j]);
+        for (int j = 0; j < VEC; ++j) {
+          const float a = sizeof(T) == 2 ? Ex2Ftz(kd[j] * r) : ExpDecay<T>(kd[j] * r);
+          u[j] = a * fmaf(gamma[j], pd.Get(j), u[j]);
+        }
       }
     }
   }

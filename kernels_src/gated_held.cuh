@@ -1060,9 +1060,17 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   constexpr bool kCluster = ORDER == 5;  // the strips of a tile as one cluster (SamuClusterForward)
   const Layout lay = MakeLayout(p.batch, p.length, p.width, STRIP, TILE, kSamuParams, true, !FUSED && !kCluster,
                                 ORDER >= 2);
+  // kEarly (_o2 and up after the control kernel): x is staged before the
+  // grid waits on its predecessor. That predecessor is samu_fwd_control_fast,
+  // which itself waited for whatever wrote x before it let this grid start,
+  // so x is complete; p.ctrl (the control's output) and the workspace are
+  // touched only after the wait. (_o5 and `fused` have no control kernel.)
+  constexpr bool kEarly = ORDER >= 2 && !FUSED && !kCluster;
   const auto x = [&] {
     if constexpr (FUSED) {
       return BlockTile<STRIP, TILE, false>(p.length);
+    } else if constexpr (kEarly) {
+      return BlockTile<STRIP, TILE, false, int>(p.length);
     } else {
       return StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
     }
@@ -1076,6 +1084,11 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
                                        chunks);
   }
   CpAsyncCommit();
+  if constexpr (kEarly) {  // StartTile's ORDER >= 2 path, after the staging
+    scan::GridDependencyWait();
+    scan::LaunchDependents();
+    if (threadIdx.x == 0) s_ticket[0] = scan::EpochTag(static_cast<const unsigned*>(p.workspace));
+  }
   const int tid = threadIdx.x;
   const int lane = tid % kLanes;
   const int seg = tid / kLanes;
