@@ -551,7 +551,8 @@ class GatedPlannerImpl final : public OpPlanner {
         add(Role::kFwdScan, "fwd", columns, lay.chunks, cols, ChunkedSmem(gated::kChunkFwdScan, cols, elem), s.batch);
       }
       if (HasBwd(problem.mode)) {
-        add(Role::kBwdAgg, "bwd", columns, lay.chunks, cols, ChunkedSmem(gated::kChunkBwdAgg, cols, elem), s.batch);
+        add(Role::kBwdAgg, "bwd", columns, lay.chunks, gated::kChunkBwdAggThreads,
+            ChunkedSmem(gated::kChunkBwdAgg, gated::kChunkBwdAggThreads, elem), s.batch);
         add(Role::kBwdCarry, "bwd", carry_x, s.batch, carry_threads, 0);
         add(Role::kBwdScan, "bwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkBwdScan, rows, elem));
         add(Role::kFinalize, "bwd", carry_x + 1, 1, gated::kFinalizeThreads, 0);

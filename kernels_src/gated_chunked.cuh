@@ -170,7 +170,8 @@ struct ColumnsBlock {
         lay(MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP)),
         span(lay, reversed ? gridDim.y - 1 - blockIdx.y : blockIdx.y, reversed ? gridDim.z - 1 - blockIdx.z : blockIdx.z,
              p.length),
-        l(MakeLanes<T, kChunkVec>((static_cast<long long>(blockIdx.x) * kChunkColumnThreads + threadIdx.x) * kChunkVec,
+        l(MakeLanes<T, kChunkVec>((static_cast<long long>(blockIdx.x) * kChunkColumnThreads +
+                                   threadIdx.x % kChunkColumnThreads) * kChunkVec,
                                   p.width, SamuAligned<T, kChunkVec>(p, backward))) {}
   __device__ __forceinline__ static unsigned char* DynamicSmem() {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -252,11 +253,9 @@ __device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
   // only now, out of the loop's registers) scales the end state once.
   float beta[VEC];
   LoadChannels(beta, p.beta, l);
-  float* agg = ChunkWs(p, lay.agg_offset) + sp_.part * p.width + l.c0;
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    if (j < l.nvalid) agg[j] = beta[j] * h[j];
-  }
+  for (int j = 0; j < VEC; ++j) h[j] *= beta[j];
+  StoreState(ChunkWs(p, lay.agg_offset) + sp_.part * p.width, h, l);
   if (tid == 0) ChunkWs(p, lay.sum_r_offset)[sp_.part] = rsum;
 }
 
@@ -389,18 +388,27 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
 // ---- backward -----------------------------------------------------------------------
 
 // Columns: the chunk's u = a (gamma dy + u) from u = 0, last token first.
+// Two halves of kChunkColumnThreads threads on the same channels: half 0
+// walks the later tokens [tm, t1) to U2, half 1 the earlier [t0, tm) to U1,
+// and the chunk's u = U1 + exp(k sum_{[t0, tm)} r) U2 (samu's decay is one
+// scalar per token). Twice the warps of a one-walk block on the same grid:
+// that pass ran at 22% occupancy, latency-bound (Nsight Compute, session 9).
 template <typename T, int CHUNK, int FWD_STRIP>
 __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   using Block = ColumnsBlock<T, kChunkBwdAgg, CHUNK, FWD_STRIP>;
   constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
   __shared__ float2 s_ri[CHUNK];
+  __shared__ float4 s_u2[kChunkColumnThreads][VEC / 4];
   const Block cb(p, /*reversed=*/false, /*backward=*/true);
+  const int half = threadIdx.x / kChunkColumnThreads, col = threadIdx.x % kChunkColumnThreads;
+  const long long tm = cb.span.t0 + (cb.span.t1 - cb.span.t0) / 2;
+  const long long s0 = half == 0 ? tm : cb.span.t0, s1 = half == 0 ? cb.span.t1 : tm;
   float kd[VEC], gamma[VEC];
   LoadForwardDecays<T>(kd, p, cb.l);  // a = ex2(k r) at 16 bits: no FMUL by log2(e) per element
   LoadChannels(gamma, p.gamma, cb.l);
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + (cb.span.b * p.length) * p.width + cb.l.c0;
-  const long long groups = (cb.span.t1 - cb.span.t0 + P - 1) / P;
-  auto issue = [&](long long k) { cb.ring.template IssueWalk<true>(k, dys, p.width, cb.span.t0, cb.span.t1, cb.l); };
+  const long long groups = cb.l.nvalid > 0 ? (s1 - s0 + P - 1) / P : 0;
+  auto issue = [&](long long k) { cb.ring.template IssueWalk<true>(k, dys, p.width, s0, s1, cb.l); };
   // The bwd phase's first kernel: dy may be the output of the caller's
   // kernel before it, so it is read only after the wait.
   scan::GridDependencyWait();
@@ -416,7 +424,6 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
     rsum = RowSum<32>(rsum);
     if (threadIdx.x == 0) ChunkWs(p, cb.lay.sum_r_offset)[cb.span.part] = rsum;
   }
-  if (cb.l.nvalid <= 0) return;
   float u[VEC];
   Fill(u, 0.0f);
   for (long long k = 0; k < groups; ++k) {
@@ -424,8 +431,8 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
     CpAsyncWait<D - 1>();
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const long long t = cb.span.t1 - 1 - k * P - i;
-      if (t >= cb.span.t0) {
+      const long long t = s1 - 1 - k * P - i;
+      if (t >= s0) {
         const Pack<T, VEC> pd = *cb.ring.Slot(k, 0, i);
         const float r = s_ri[t - cb.span.t0].x;
 #pragma unroll
@@ -436,11 +443,28 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
       }
     }
   }
-  float* agg = ChunkWs(p, cb.lay.agg_offset) + cb.span.part * p.width + cb.l.c0;
+  if (half == 0) {
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) {
-    if (j < cb.l.nvalid) agg[j] = u[j];
+    for (int q = 0; q < VEC / 4; ++q) s_u2[col][q] = make_float4(u[4 * q], u[4 * q + 1], u[4 * q + 2], u[4 * q + 3]);
   }
+  __syncthreads();
+  if (half == 0) return;
+  float rs = 0.0f;  // sum of r over [t0, tm), per warp (fixed order)
+  for (int i = static_cast<int>(threadIdx.x % 32); i < tm - cb.span.t0; i += 32) rs += s_ri[i].x;
+  rs = RowSum<32>(rs);
+  if (cb.l.nvalid <= 0) return;
+#pragma unroll
+  for (int q = 0; q < VEC / 4; ++q) {
+    const float4 u2 = s_u2[col][q];
+    const float v2[4] = {u2.x, u2.y, u2.z, u2.w};
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int j = 4 * q + e;
+      const float d = sizeof(T) == 2 ? Ex2Ftz(kd[j] * rs) : ExpDecay<T>(kd[j] * rs);
+      u[j] = fmaf(d, v2[e], u[j]);
+    }
+  }
+  StoreState(ChunkWs(p, cb.lay.agg_offset) + cb.span.part * p.width, u, cb.l);
 }
 
 // Rows: the rescan, last token first, 4 tokens per group (2 groups staged
@@ -605,12 +629,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     for (int j = 0; j < VEC; ++j) acc[0][j] *= DecayRatio(lambda[j]);
   }
 #pragma unroll
-  for (int n = 0; n < 3; ++n) {
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      if (j < l.nvalid) param[(sp_.part * kSamuParams + n) * p.width + l.c0 + j] = acc[n][j];
-    }
-  }
+  for (int n = 0; n < 3; ++n) StoreState(param + (sp_.part * kSamuParams + n) * p.width, acc[n], l);
   if (warp == 0) {
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
@@ -655,7 +674,7 @@ __global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_fwd_chunk_sca
   gated::SamuChunkForwardScan<T, CHUNK>(p);
 }
 template <typename T, int CHUNK, int FWD_STRIP = 0>
-__global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_bwd_chunk_agg(const SamuParams p) {
+__global__ void __launch_bounds__(gated::kChunkBwdAggThreads) samu_bwd_chunk_agg(const SamuParams p) {
   gated::SamuChunkBackwardAgg<T, CHUNK, FWD_STRIP>(p);
 }
 template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0>

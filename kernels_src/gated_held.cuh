@@ -1108,11 +1108,19 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // through it: the forward of twice the tile holds 32 fp32 b's).
   // (sp per thread: shared as in rglru it spilled 4 bytes in fused_d16_s32_c512; one constant, ~1
   // instruction per element.)
+  // kLean (16-bit, _o3 and up where a is held or b is in shared memory):
+  // sp in log2 units (ForwardGate's and the rescan's ex2 take k r as is: no
+  // FMUL by log2(e) per element), and the segment's A from its sum of r (one
+  // ex2 per channel) instead of a product over its steps (one FMUL per
+  // element).
+  constexpr bool kHold = kHoldA<kSteps, VEC>;
+  constexpr bool kBSmem = !FUSED && SamuBInSmem(ORDER, int(sizeof(T)), kSteps, VEC);
+  constexpr bool kLean = sizeof(T) == 2 && ORDER >= 3 && (kHold || kBSmem);
   float sp[VEC], beta[VEC];
   LoadChannels(sp, p.lambda, l);
   LoadChannels(beta, p.beta, l);
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]);
+  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
   LoadState(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
   CpAsyncWait<0>();
@@ -1121,19 +1129,19 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   if constexpr (kCluster) SamuClusterForward<T, THREADS, STRIP, TILE>(p, x, s_in, s_rows, s_ri);
 
   const bool interior = Interior<STRIP, TILE>(x.base, p.length, x.c_strip, p.width, l.wide);
-  constexpr bool kHold = kHoldA<kSteps, VEC>;
-  constexpr bool kBSmem = !FUSED && SamuBInSmem(ORDER, int(sizeof(T)), kSteps, VEC);
   float* s_b = reinterpret_cast<float*>(smem + SP::kCombineOffset + ((2 * kSegs * STRIP + STRIP) * 4 + 16 + 15) / 16 * 16);
   float av[kHold ? kSteps : 1][VEC], bv[kBSmem ? 1 : kSteps][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
+  float rsum = 0.0f;  // kLean: the segment's sum of r
   // Rows past L have (r_t, i_t) = 0 (s_ri), so a = exp(0) = 1 and b = 0
   // there without a per-row test (and they follow every stored row).
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int row = row0 + i;
     const float2 ri = s_ri[row];
+    if constexpr (kLean) rsum += ri.x;
     const Pack<T, VEC> px = *reinterpret_cast<const Pack<T, VEC>*>(s_in + row * STRIP + lane * VEC);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
@@ -1141,7 +1149,9 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       // memory (the tanh form's three spilled 52-56 bytes at 80 registers with
       // b alone held, 16 steps).
       GateAS g;
-      if constexpr (ORDER >= 3 && (kHold || kBSmem)) {
+      if constexpr (kLean) {
+        g = ForwardGate<T>(sp[j] * ri.x);
+      } else if constexpr (ORDER >= 3 && (kHold || kBSmem)) {
         g = ForwardGateLn<T>(sp[j] * ri.x);
       } else {
         const Gate full = GateFast<T>(sp[j] * ri.x);
@@ -1155,9 +1165,13 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       } else {
         bv[i][j] = bb;
       }
-      A[j] *= a;
+      if constexpr (!kLean) A[j] *= a;
       H[j] = fmaf(a, H[j], bb);
     }
+  }
+  if constexpr (kLean) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) A[j] = Ex2Ftz(sp[j] * rsum);
   }
   float s[VEC];
   CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
@@ -1181,7 +1195,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       if constexpr (kHold) {
         a = av[i][j];
       } else {
-        a = ExpDecay<T>(sp[j] * r);  // as the local pass (rows past L: not stored)
+        a = kLean ? Ex2Ftz(sp[j] * r) : ExpDecay<T>(sp[j] * r);  // as the local pass (rows past L: not stored)
       }
       s[j] = fmaf(a, s[j], kBSmem ? s_b[(row0 + i) * STRIP + lane * VEC + j] : bv[kBSmem ? 0 : i][j]);
       y[j] = gamma[j] * s[j];

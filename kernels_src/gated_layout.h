@@ -119,6 +119,9 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
 // `steps` tokens in flight, `inputs` rows per token.
 constexpr int kChunkVec = 8;
 constexpr int kChunkColumnThreads = 128;
+// samu_bwd_chunk_agg: two columns' worth of threads, each half walking one
+// half of the chunk (the later tokens, then the earlier), met once at the end.
+constexpr int kChunkBwdAggThreads = 2 * kChunkColumnThreads;
 constexpr int kCarrySlices = 32;
 enum ChunkPass { kChunkFwdAgg = 0, kChunkFwdScan = 1, kChunkBwdAgg = 2, kChunkBwdScan = 3 };
 // Slices of samu_chunk_carry: runs of about 4 chunks, at most kCarrySlices.
@@ -126,7 +129,7 @@ GATED_HD constexpr int CarrySlices(long long chunks) {
   return chunks >= 4 * kCarrySlices ? kCarrySlices : static_cast<int>((chunks + 3) / 4);
 }
 GATED_HD constexpr int ChunkInputs(int pass) { return pass == kChunkBwdScan ? 3 : 1; }
-GATED_HD constexpr int ChunkSteps(int pass) { return pass == kChunkBwdScan ? 4 : 8; }
+GATED_HD constexpr int ChunkSteps(int pass) { return pass == kChunkBwdScan || pass == kChunkBwdAgg ? 4 : 8; }
 GATED_HD constexpr int ChunkStages(int pass, int elem_bytes) {
   if (pass == kChunkBwdScan) return elem_bytes == 4 ? 1 : 2;
   return pass == kChunkFwdAgg ? 2 : 3;

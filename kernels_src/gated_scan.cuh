@@ -158,8 +158,7 @@ __device__ __forceinline__ Gate MakeGate(float la) {
 // Per-channel fp32 parameters of this thread's VEC channels (0 past W).
 template <int VEC>
 __device__ __forceinline__ void LoadChannels(float (&v)[VEC], const float* __restrict__ src, const Lanes& l) {
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) v[j] = j < l.nvalid ? __ldg(src + l.c0 + j) : 0.0f;
+  scan::LoadFloatRun<VEC, true>(v, src + l.c0, l);
 }
 
 template <typename T, int VEC>

@@ -402,7 +402,8 @@ TEST(GatedPlan, FusedGeometry) {
 // control and no fix-up kernel; one controller row per (b, tile).
 // samu `chunked`: rows blocks (chunks, B) of ceil(W / 8) threads for the
 // passes that meet for m_t / dm_t, columns blocks (ceil(W / 1024), chunks, B)
-// of 128 for the others, the carries over chunks, every launch a PDL
+// of 128 for the others (the backward's local pass: two halves of 128), the
+// carries over chunks, every launch a PDL
 // dependent, the workspace of MakeChunkedLayout (nothing zeroed).
 TEST(GatedPlan, ChunkedGeometry) {
   const DeviceLimits h200;
@@ -422,7 +423,7 @@ TEST(GatedPlan, ChunkedGeometry) {
       {"samu_fwd_chunk_agg<__nv_bfloat16, 512, 64>", "fwd", chunks, 1, 1, 320},
       {"samu_chunk_carry<__nv_bfloat16, 64, 0>", "fwd", 80, 1, 1, 32 * 32},
       {"samu_fwd_chunk_scan<__nv_bfloat16, 64>", "fwd", 3, chunks, 1, 128},
-      {"samu_bwd_chunk_agg<__nv_bfloat16, 64>", "bwd", 3, chunks, 1, 128},
+      {"samu_bwd_chunk_agg<__nv_bfloat16, 64>", "bwd", 3, chunks, 1, 256},
       {"samu_chunk_carry<__nv_bfloat16, 64, 1>", "bwd", 80, 1, 1, 32 * 32},
       {"samu_bwd_chunk_scan<__nv_bfloat16, 512, 64>", "bwd", chunks, 1, 1, 320},
       {"samu_bwd_chunk_finalize<__nv_bfloat16, 64>", "bwd", 81, 1, 1, 1024},
@@ -441,6 +442,7 @@ TEST(GatedPlan, ChunkedGeometry) {
   // The cp.async rings: 2 stages x 8 tokens (fwd agg), 3 x 8 (columns), 2 x 3 inputs x 4 tokens (bwd scan), 16 B a thread.
   EXPECT_EQ(plan->launches[0].shared_bytes, 2u * 8 * 320 * 16);
   EXPECT_EQ(plan->launches[2].shared_bytes, 3u * 8 * 128 * 16);
+  EXPECT_EQ(plan->launches[3].shared_bytes, 3u * 4 * 256 * 16);  // two halves of 128 threads, 3 x 4 tokens each
   EXPECT_EQ(plan->launches[5].shared_bytes, 2u * 3 * 4 * 320 * 16);
   EXPECT_EQ(plan->launches[1].shared_bytes, 0u);
   const gated::ChunkedLayout lay = gated::MakeChunkedLayout(1, 8192, 2560, 64);
