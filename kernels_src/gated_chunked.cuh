@@ -76,7 +76,12 @@ struct PackRing {
   static constexpr int kIn = ChunkInputs(PASS), kSteps = ChunkSteps(PASS);
   static constexpr int kStages = ChunkStages(PASS, int(sizeof(T)));
   P8* base;
-  __device__ __forceinline__ explicit PackRing(unsigned char* smem) : base(reinterpret_cast<P8*>(smem)) {}
+  unsigned sbase;  // base in the shared window, converted once (not per cp.async)
+  __device__ __forceinline__ explicit PackRing(unsigned char* smem)
+      : base(reinterpret_cast<P8*>(smem)), sbase(static_cast<unsigned>(__cvta_generic_to_shared(smem))) {}
+  __device__ __forceinline__ unsigned Shared(const void* p) const {
+    return sbase + static_cast<unsigned>(static_cast<const char*>(p) - reinterpret_cast<const char*>(base));
+  }
   __device__ __forceinline__ P8* Slot(long long group, int input, int step) const {
     return base + ((static_cast<int>(group % kStages) * kIn + input) * kSteps + step) * blockDim.x + threadIdx.x;
   }
@@ -86,7 +91,7 @@ struct PackRing {
     if (valid && l.wide) {
 #pragma unroll
       for (int k = 0; k < int(sizeof(P8)) / 16; ++k) {
-        CpAsync16(reinterpret_cast<char*>(dst) + 16 * k, reinterpret_cast<const char*>(src) + 16 * k);
+        CpAsync16Shared(Shared(dst) + 16 * k, reinterpret_cast<const char*>(src) + 16 * k);
       }
     } else {
       P8 pack;
@@ -105,8 +110,7 @@ struct PackRing {
       for (int i = 0; i < kSteps; ++i) {
 #pragma unroll
         for (int k = 0; k < int(sizeof(P8)) / 16; ++k) {
-          CpAsync16(reinterpret_cast<char*>(dst + i * blockDim.x) + 16 * k,
-                    reinterpret_cast<const char*>(src + i * stride) + 16 * k);
+          CpAsync16Shared(Shared(dst + i * blockDim.x) + 16 * k, reinterpret_cast<const char*>(src + i * stride) + 16 * k);
         }
       }
     } else {
@@ -545,33 +549,48 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     float v[kCalls][8];
 #pragma unroll
     for (int c = 0; c < kCalls; ++c) Fill(v[c], 0.0f);
+    // The group's steps; kFull (every group but a chunk's last, and the
+    // sequence's first token's): all P tokens inside the chunk, none at t = 0,
+    // so no per-step tests.
+    auto steps = [&](auto full_tag) {
+      constexpr bool kFull = decltype(full_tag)::value;
+      float ht[VEC];  // 16-bit, step i > 0: h_t is step i - 1's h_{t-1} (fp32 holding it spilled)
+      Fill(ht, 0.0f);
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      float sums[3] = {0.0f, 0.0f, 0.0f};
-      if (i < live) {
-        const Pack<T, VEC> px = slot[i * blockDim.x], pd = slot[(P + i) * blockDim.x], ph = slot[(2 * P + i) * blockDim.x];
-        const float2 ri = s_ri[live - 1 - i];
-        float hprev[VEC];
-        if (tg - i > 0) {
+      for (int i = 0; i < P; ++i) {
+        float sums[3] = {0.0f, 0.0f, 0.0f};
+        if (kFull || i < live) {
+          const Pack<T, VEC> px = slot[i * blockDim.x], pd = slot[(P + i) * blockDim.x],
+                             ph = slot[(2 * P + i) * blockDim.x];
+          const float2 ri = s_ri[live - 1 - i];
+          float hprev[VEC];
+          if (kFull || tg - i > 0) {
 #pragma unroll
-          for (int j = 0; j < VEC; ++j) hprev[j] = ph.Get(j);
-        } else {
-          LoadState(hprev, p.h0 != nullptr ? p.h0 + sp_.b * p.width : nullptr, l);
+            for (int j = 0; j < VEC; ++j) hprev[j] = ph.Get(j);
+          } else {
+            LoadState(hprev, p.h0 != nullptr ? p.h0 + sp_.b * p.width : nullptr, l);
+          }
+          float dx[VEC];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            const float la = sp[j] * ri.x;
+            const float a = ExpDecay<T>(la);
+            // dlambda's per-channel factor (DecayRatio) is applied once, to the partial.
+            dx[j] = SamuBackStep<T, kLean, true>(la, a, hprev[j], px.Get(j), pd.Get(j), ri, beta[j], gamma[j], 1.0f,
+                                                 u[j], acc[0][j], acc[1][j], acc[2][j], sums, kLean && i > 0, ht[j]);
+            ht[j] = hprev[j];
+          }
+          // The dx part waits for dm_t / W as fp32 in the token's x and dy slots (used).
+          StoreFloats(slot + i * blockDim.x, slot + (P + i) * blockDim.x, dx);
         }
-        float dx[VEC];
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          const float la = sp[j] * ri.x;
-          const float a = ExpDecay<T>(la);
-          // dlambda's per-channel factor (DecayRatio) is applied once, to the partial.
-          dx[j] = SamuBackStep<T, kLean, true>(la, a, hprev[j], px.Get(j), pd.Get(j), ri, beta[j], gamma[j], 1.0f,
-                                               u[j], acc[0][j], acc[1][j], acc[2][j], sums);
-        }
-        // The dx part waits for dm_t / W as fp32 in the token's x and dy slots (used).
-        StoreFloats(slot + i * blockDim.x, slot + (P + i) * blockDim.x, dx);
+        for (int n = 0; n < 3; ++n) v[(3 * i + n) / 8][(3 * i + n) % 8] = sums[n];
       }
-#pragma unroll
-      for (int n = 0; n < 3; ++n) v[(3 * i + n) / 8][(3 * i + n) % 8] = sums[n];
+    };
+    if constexpr (kLean) {
+      OnInterior(live >= P && tg >= P, steps);
+    } else {
+      steps(BoolTag<false>{});  // fp32: the second instance spilled 24-32 bytes
     }
 #pragma unroll
     for (int c = 0; c < kCalls; ++c) {

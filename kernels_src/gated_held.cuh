@@ -1214,14 +1214,17 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
 // samu's backward at one element (the `lookback` / `fused` and `chunked`
 // rescans): g = gamma dy + u; accumulates the parameter sums (dlambda,
 // dbeta, dgamma) and the token sums (sum G, sum g s beta x, sum x); u <- a g;
-// returns dx's part g s i beta (without dm_t / W). kLean (16-bit, _o3 and
+// returns dx's part g s i beta (without dm_t / W). have_ht: dgamma's h_t is
+// the caller's ht (the `chunked` rescan's previous step's h_{t-1}, as the
+// forward stored it) instead of a hprev + s v. kLean (16-bit, _o3 and
 // `chunked`): rglru's regrouping (RgLruBackwardHeld): with 1 / s = rs,
 // q = la rs and G = g (a hprev la - v a^2 q) = (a g) la (hprev - a v rs);
 // i beta once.
 template <typename T, bool kLean, bool kTanh>
 __device__ __forceinline__ float SamuBackStep(float la, float a, float hprev, float xv, float dy, float2 ri,
                                               float beta, float gamma, float ratio, float& u, float& acc0,
-                                              float& acc1, float& acc2, float (&sums)[3]) {
+                                              float& acc1, float& acc2, float (&sums)[3], bool have_ht = false,
+                                              float ht = 0.0f) {
   const float g = fmaf(gamma, dy, u);
   if constexpr (kLean) {
     const GateRs gate = RgLruGateLean(la, a);
@@ -1233,7 +1236,7 @@ __device__ __forceinline__ float SamuBackStep(float la, float a, float hprev, fl
     const float gsx = gs * xv;
     acc0 = fmaf(big_g, ratio, acc0);
     acc1 = fmaf(gsx, ri.y, acc1);
-    acc2 = fmaf(dy, fmaf(a, hprev, gate.s * v), acc2);
+    acc2 = fmaf(dy, have_ht ? ht : fmaf(a, hprev, gate.s * v), acc2);
     sums[0] += big_g;
     sums[1] = fmaf(gsx, beta, sums[1]);
     sums[2] += xv;

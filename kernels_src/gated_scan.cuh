@@ -168,6 +168,13 @@ __device__ __forceinline__ bool PackAligned(const void* ptr) {
 
 // ---- cp.async ----------------------------------------------------------------
 
+// s: a shared-window address (converted once by the caller).
+__device__ __forceinline__ void CpAsync16Shared(unsigned s, const void* gmem) {
+  asm volatile(
+      "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %1;\n\tcp.async.cg.shared.global [%0], [g], 16;\n\t}" ::"r"(s),
+      "l"(gmem)
+      : "memory");
+}
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile(
