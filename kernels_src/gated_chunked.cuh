@@ -367,10 +367,14 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
   __syncthreads();
   if (slice == 0) {
     float carry = (!kReverse && live && p.h0 != nullptr) ? p.h0[b * p.width + c] : 0.0f;
-    for (int k = 0; k < slices; ++k) {
+    // Unrolled to kCarrySlices (the loads in flight together, then the chain).
+#pragma unroll
+    for (int k = 0; k < kCarrySlices; ++k) {
       const float entering = carry;
-      carry = fmaf(s_a[k][lane], carry, s_h[k][lane]);
-      s_a[k][lane] = entering;
+      if (k < slices) {
+        carry = fmaf(s_a[k][lane], carry, s_h[k][lane]);
+        s_a[k][lane] = entering;
+      }
     }
     float* out = kReverse ? p.dh0 : p.h_final;
     if (live && out != nullptr) out[b * p.width + c] = carry;

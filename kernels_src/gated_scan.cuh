@@ -572,7 +572,7 @@ template <int NP>
 __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, long long parts, long long width,
                                                float* const (&out)[NP]) {
   constexpr int kSlices = kFinalizeThreads / 32;
-  __shared__ float s_red[kSlices][33];
+  __shared__ float s_red[NP][kSlices][33];
   const int tid = threadIdx.x;
   const int k = tid / 32;
   const long long c = static_cast<long long>(blockIdx.x) * 32 + tid % 32;
@@ -588,16 +588,18 @@ __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, 
       for (int n = 0; n < NP; ++n) sum[n] += __ldcg(src + n * width);
     }
   }
+  // The slices' sums: warp j takes channel j, one slice per lane, and a
+  // butterfly (fixed order); all 32 warps at once, one barrier, instead of
+  // one thread per channel walking the 32 slices per parameter.
+  static_assert(kSlices == 32, "one lane per slice");
+#pragma unroll
+  for (int n = 0; n < NP; ++n) s_red[n][k][tid % 32] = sum[n];
+  __syncthreads();
+  const long long cj = static_cast<long long>(blockIdx.x) * 32 + k;  // warp k's channel
 #pragma unroll
   for (int n = 0; n < NP; ++n) {
-    s_red[k][tid % 32] = sum[n];
-    __syncthreads();
-    if (tid < 32) {
-      float total = 0.0f;
-      for (int s2 = 0; s2 < kSlices; ++s2) total += s_red[s2][tid];
-      if (c < width && out[n] != nullptr) out[n][c] = total;
-    }
-    __syncthreads();
+    const float total = RowSum<32>(s_red[n][tid % 32][k]);
+    if (tid % 32 == 0 && cj < width && out[n] != nullptr) out[n][cj] = total;
   }
 }
 
