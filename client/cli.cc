@@ -541,12 +541,12 @@ int Cli::Kernel(const ArgParser& args) {
 }
 
 void Cli::PrintRecordTable(const google::protobuf::RepeatedPtrField<v1::Record>& records) {
-  TablePrinter table({"id", "variant", "state", "shape", "dtype", "mode", "fwd ms", "bwd ms", "fwd_bwd ms", "GB/s",
-                      "% of copy", "rel_err", "created_at"});
+  TablePrinter table({"id", "op", "variant", "state", "shape", "dtype", "mode", "fwd ms", "bwd ms", "fwd_bwd ms",
+                      "GB/s", "% of copy", "rel_err", "created_at"});
   for (const v1::Record& r : records) {
     char rel_err[32];
     std::snprintf(rel_err, sizeof(rel_err), "%.2e", r.rel_err());
-    table.AddRow({std::to_string(r.id()), r.variant(), v1::ResultState_Name(r.state()),
+    table.AddRow({std::to_string(r.id()), r.problem().op(), r.variant(), v1::ResultState_Name(r.state()),
                   ShapeText(r.problem().shape()), Lower(v1::DType_Name(r.problem().dtype())),
                   Lower(v1::Mode_Name(r.problem().mode())), Ms(r.fwd().median_ms()), Ms(r.bwd().median_ms()),
                   Ms(r.fwd_bwd().median_ms()), TablePrinter::Fixed(r.gbps(), 1),

@@ -151,10 +151,14 @@ TEST_F(FakeDaemonTest, TuneRecordsEveryFailureAndSelectsAnOkVariant) {
 
   CommandResult table = daemon_->Cli({"records", "--op", "linear_scan", "--shape", kShape});
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  for (const char* column : {"id", "variant", "state", "fwd ms", "bwd ms", "fwd_bwd ms", "GB/s", "% of copy",
+  for (const char* column : {"id", "op", "variant", "state", "fwd ms", "bwd ms", "fwd_bwd ms", "GB/s", "% of copy",
                              "rel_err", "created_at", "ILLEGAL_ADDRESS", "TIMEOUT", "WRONG_RESULT"}) {
     EXPECT_THAT(table.out, HasSubstr(column));
   }
+  // Each row names its operator (the table of a database holding rglru and samu rows is read without a filter).
+  CommandResult all = daemon_->Cli({"records"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_THAT(all.out, HasSubstr(" linear_scan "));
 
   CommandResult filtered = daemon_->Cli({"records", "--state", "ILLEGAL_ADDRESS", "--json"});
   ASSERT_EQ(filtered.exit_code, 0) << filtered.err;
