@@ -7,6 +7,9 @@
 # verification launches). Clocks are left alone. Reports land in $OUT as
 # ncu_<n>.txt, the bench output as bench_<n>.txt, a digest in ncu_digest.txt.
 # SCANTUNE_NCU_EXTRA adds ncu flags (e.g. "--section InstructionStats --section SourceCounters").
+# SCANTUNE_NCU_SASS=1 also keeps each job's report and exports its source page
+# per SASS line (instructions executed, stall samples by reason) as
+# ncu_<n>_sass.csv.gz (ncu -i REPORT --page source --csv --print-source sass).
 #   device.run carry=[".bundle"] command="bash scripts/gpu_profile.sh 'linear_scan|bf16|4x2048x2048|fwd|lookbacksmem_v4_t128_c64_i256|linear_scan_fwd|1'"
 set -uo pipefail
 source "$(dirname "$0")/gpu_env.sh"
@@ -17,9 +20,12 @@ for job in "$@"; do
   IFS='|' read -r op dtype shape mode variant regex count extra <<<"$job"
   sock=unix:///tmp/scantune-prof$n.sock
   rm -f /tmp/scantune-prof$n.db*
+  report=()
+  [ "${SCANTUNE_NCU_SASS:-0}" = 1 ] && report=(--section SourceCounters -o "/tmp/ncu_$n") && rm -f "/tmp/ncu_$n.ncu-rep"
   timeout 150 "$ncu" --target-processes all --clock-control none --kernel-name "regex:$regex" --launch-count "$count" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
     --section LaunchStats --section SchedulerStats --section ComputeWorkloadAnalysis ${SCANTUNE_NCU_EXTRA:-} \
+    "${report[@]}" \
     "$bin/server/scantuned" --listen $sock --db /tmp/scantune-prof$n.db --enable-benchmark --candidate-timeout-s 600 \
     >"$out/ncu_$n.txt" 2>&1 &
   daemon=$!
@@ -30,6 +36,10 @@ for job in "$@"; do
     >"$out/bench_$n.txt" 2>&1
   # Stop the daemon (ncu's child), not ncu: ncu prints its report when its target exits.
   pkill -TERM -x scantuned; wait $daemon
+  if [ -f "/tmp/ncu_$n.ncu-rep" ]; then
+    "$ncu" -i "/tmp/ncu_$n.ncu-rep" --page details >>"$out/ncu_$n.txt" 2>&1
+    "$ncu" -i "/tmp/ncu_$n.ncu-rep" --page source --csv --print-source sass 2>&1 | gzip >"$out/ncu_${n}_sass.csv.gz"
+  fi
   {
     echo "=== job $n: $job"
     tail -3 "$out/bench_$n.txt"
