@@ -259,7 +259,7 @@ __device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
   LoadChannels(beta, p.beta, l);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) h[j] *= beta[j];
-  StoreState(ChunkWs(p, lay.agg_offset) + sp_.part * p.width, h, l);
+  StoreRow(ChunkWs(p, lay.agg_offset) + sp_.part * p.width, h, l);
   if (tid == 0) ChunkWs(p, lay.sum_r_offset)[sp_.part] = rsum;
 }
 
@@ -291,7 +291,7 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   StageControl(s_ri, p, cb.span.b, cb.span.t0, cb.span.t1);
   if (cb.l.nvalid <= 0) return;
   float h[VEC];
-  LoadState(h, ChunkWs(p, cb.lay.start_offset) + cb.span.part * p.width, cb.l);
+  LoadRow(h, ChunkWs(p, cb.lay.start_offset) + cb.span.part * p.width, cb.l);
   for (long long k = 0; k < groups; ++k) {
     issue(k + D - 1);
     CpAsyncWait<D - 1>();
@@ -472,7 +472,7 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
       u[j] = fmaf(d, v2[e], u[j]);
     }
   }
-  StoreState(ChunkWs(p, cb.lay.agg_offset) + cb.span.part * p.width, u, cb.l);
+  StoreRow(ChunkWs(p, cb.lay.agg_offset) + cb.span.part * p.width, u, cb.l);
 }
 
 // Rows: the rescan, last token first, 4 tokens per group (2 groups staged
@@ -538,7 +538,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   for (int k = 0; k < D - 1; ++k) issue_h(k);
   StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
   float u[VEC];
-  LoadState(u, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
+  LoadRow(u, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
   float acc[3][VEC];
 #pragma unroll
   for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
@@ -572,7 +572,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
 #pragma unroll
             for (int j = 0; j < VEC; ++j) hprev[j] = ph.Get(j);
           } else {
-            LoadState(hprev, p.h0 != nullptr ? p.h0 + sp_.b * p.width : nullptr, l);
+            LoadRow(hprev, p.h0 != nullptr ? p.h0 + sp_.b * p.width : nullptr, l);
           }
           float dx[VEC];
 #pragma unroll
@@ -652,7 +652,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     for (int j = 0; j < VEC; ++j) acc[0][j] *= DecayRatio(lambda[j]);
   }
 #pragma unroll
-  for (int n = 0; n < 3; ++n) StoreState(param + (sp_.part * kSamuParams + n) * p.width, acc[n], l);
+  for (int n = 0; n < 3; ++n) StoreRow(param + (sp_.part * kSamuParams + n) * p.width, acc[n], l);
   if (warp == 0) {
 #pragma unroll
     for (int n = 0; n < 4; ++n) {

@@ -349,7 +349,7 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   __shared__ float s_chan[1][STRIP];
   WriteDecayConsts<VEC>(p.lambda, l, seg == 0, lane, s_chan);
   float sp[VEC], carry0[VEC];
-  LoadState(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
+  LoadRow(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
   CpAsyncWait<0>();
   __syncthreads();
   ReadDecayConsts(s_chan, lane, 0, sp);
@@ -444,12 +444,12 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
       const long long t = x.base + row0 + i;
       if (kIn || t < p.length) {
         StorePack<T, VEC>(o, s, kIn || le.wide, le.nvalid);
-        if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, le);
+        if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, le);
       }
     }
   });
   // Interior: h_{L-1} is the last row of the last segment when the tile ends at L.
-  if (interior && x.base + row0 + kSteps == p.length && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
+  if (interior && x.base + row0 + kSteps == p.length && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, l);
 }
 
 // Backward: stages ga, dh (group 0) and gx, x, h_{t-1} (group 1, in flight
@@ -498,7 +498,7 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   __shared__ float s_chan[2][STRIP];
   WriteDecayConsts<VEC>(p.lambda, l, seg == 0, lane, s_chan);
   float sp[VEC], ratio[VEC], h0v[VEC], zero[VEC];
-  LoadState(h0v, p.h0 != nullptr ? p.h0 + x.b * p.width : nullptr, l);
+  LoadRow(h0v, p.h0 != nullptr ? p.h0 + x.b * p.width : nullptr, l);
   Fill(zero, 0.0f);
   CpAsyncWait<1>();
   __syncthreads();
@@ -623,7 +623,7 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
         StorePack<T, VEC>(static_cast<T*>(p.dx) + off, dx, kIn || le.wide, le.nvalid);
         StorePack<T, VEC>(static_cast<T*>(p.dga) + off, dga, kIn || le.wide, le.nvalid);
         StorePack<T, VEC>(static_cast<T*>(p.dgx) + off, dgx, kIn || le.wide, le.nvalid);
-        if (!kIn && t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, le);
+        if (!kIn && t == 0 && p.dh0 != nullptr) StoreRow(p.dh0 + x.b * p.width, u, le);
       }
     }
   });
@@ -1122,7 +1122,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
 #pragma unroll
   for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
-  LoadState(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
+  LoadRow(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
   CpAsyncWait<0>();
   __syncthreads();
   if constexpr (FUSED) SamuMeetForward<T, THREADS, STRIP, TILE>(p, lay, x, s_in, s_ri);
@@ -1204,11 +1204,11 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       const long long off = off0 + i * p.width;
       StorePack<T, VEC>(static_cast<T*>(p.h) + off, s, kIn || le.wide, le.nvalid);
       StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, kIn || le.wide, le.nvalid);
-      if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, le);
+      if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, le);
     }
   }
   });
-  if (interior && x.base + row0 + kSteps == p.length && p.h_final != nullptr) StoreState(p.h_final + x.b * p.width, s, l);
+  if (interior && x.base + row0 + kSteps == p.length && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, l);
 }
 
 // samu's backward at one element (the `lookback` / `fused` and `chunked`
@@ -1328,7 +1328,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   LoadChannels(ch.beta, p.beta, l);
   LoadChannels(ch.gamma, p.gamma, l);
   float h0v[VEC], zero[VEC];
-  LoadState(h0v, p.h0 != nullptr ? p.h0 + x.b * p.width : nullptr, l);
+  LoadRow(h0v, p.h0 != nullptr ? p.h0 + x.b * p.width : nullptr, l);
   Fill(zero, 0.0f);
   CpAsyncWait<1>();
   __syncthreads();
@@ -1453,7 +1453,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
       } else {
         StorePack<T, VEC>(o_dx, dx, kIn || le.wide, le.nvalid);
       }
-      if (!kIn && t == 0 && p.dh0 != nullptr) StoreState(p.dh0 + x.b * p.width, u, le);
+      if (!kIn && t == 0 && p.dh0 != nullptr) StoreRow(p.dh0 + x.b * p.width, u, le);
     }
     o_dx -= p.width;
   };

@@ -30,7 +30,7 @@ __device__ __forceinline__ void RgLruForwardSequential(const RgLruParams& p) {
   LoadChannels(sp, p.lambda, l);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) sp[j] = SoftplusAccurate(sp[j]);
-  LoadState(h, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
+  LoadRow(h, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
   for (long long t0 = 0; t0 < p.length; t0 += P) {
     Pack<T, VEC> px[P], pa[P], pi[P];
 #pragma unroll
@@ -56,7 +56,7 @@ __device__ __forceinline__ void RgLruForwardSequential(const RgLruParams& p) {
       }
     }
   }
-  if (p.h_final != nullptr) StoreState(p.h_final + b * p.width, h, l);
+  if (p.h_final != nullptr) StoreRow(p.h_final + b * p.width, h, l);
 }
 
 // The backward at one element: from g = d + u_{t+1}, writes dx, dga, dgx
@@ -100,7 +100,7 @@ __device__ __forceinline__ void RgLruBackwardSequential(const RgLruParams& p) {
     ratio[j] = DecayRatio(sp[j]);
     sp[j] = SoftplusAccurate(sp[j]);
   }
-  LoadState(h0v, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
+  LoadRow(h0v, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
   Fill(u, 0.0f);
   Fill(dlam, 0.0f);
   for (long long t0 = p.length - 1; t0 >= 0; t0 -= P) {
@@ -139,7 +139,7 @@ __device__ __forceinline__ void RgLruBackwardSequential(const RgLruParams& p) {
       }
     }
   }
-  if (p.dh0 != nullptr) StoreState(p.dh0 + b * p.width, u, l);
+  if (p.dh0 != nullptr) StoreRow(p.dh0 + b * p.width, u, l);
   float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {

@@ -61,11 +61,89 @@ namespace gated {
 
 using scan::Lanes;
 using scan::LoadPack;
-using scan::LoadState;
 using scan::MakeLanes;
 using scan::Pack;
 using scan::StorePack;
-using scan::StoreState;
+
+// ---- fp32 rows of channels (parameters, h0 / h_final / dh0, workspace states) ----
+// (The gated kernels' own LoadRow / StoreRow; scan::'s, which linear_scan
+// keeps, move one float at a time.)
+// A thread's VEC consecutive fp32 as 16-byte (VEC % 4 == 0) or 8-byte
+// accesses where all are inside the row and the address allows it: a warp
+// then touches whole sectors (VEC = 8 as scalars: 32 lanes 32 bytes apart,
+// each 4-byte access its own sector, 8x the sectors; Nsight Compute,
+// session 9: 41% of samu_bwd_chunk_scan's sectors).
+template <int VEC>
+constexpr int FloatsPerAccess() {
+  return VEC % 4 == 0 ? 4 : VEC % 2 == 0 ? 2 : 1;
+}
+template <int VEC>
+__device__ __forceinline__ bool VectorAccess(const float* p, const Lanes& l) {
+  constexpr int kF = FloatsPerAccess<VEC>();
+  return kF > 1 && l.nvalid >= VEC && (reinterpret_cast<unsigned long long>(p) % (4 * kF)) == 0;
+}
+template <int VEC, bool kLdg>
+__device__ __forceinline__ void LoadFloatRun(float (&v)[VEC], const float* p, const Lanes& l) {
+  constexpr int kF = FloatsPerAccess<VEC>();
+  if (VectorAccess<VEC>(p, l)) {
+    if constexpr (kF == 4) {
+#pragma unroll
+      for (int q = 0; q < VEC / 4; ++q) {
+        const float4 f = kLdg ? __ldg(reinterpret_cast<const float4*>(p) + q) : reinterpret_cast<const float4*>(p)[q];
+        v[4 * q] = f.x;
+        v[4 * q + 1] = f.y;
+        v[4 * q + 2] = f.z;
+        v[4 * q + 3] = f.w;
+      }
+      return;
+    } else if constexpr (kF == 2) {
+#pragma unroll
+      for (int q = 0; q < VEC / 2; ++q) {
+        const float2 f = kLdg ? __ldg(reinterpret_cast<const float2*>(p) + q) : reinterpret_cast<const float2*>(p)[q];
+        v[2 * q] = f.x;
+        v[2 * q + 1] = f.y;
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) v[j] = j < l.nvalid ? (kLdg ? __ldg(p + j) : p[j]) : 0.0f;
+}
+
+template <int VEC>
+__device__ __forceinline__ void LoadRow(float (&v)[VEC], const float* row, const Lanes& l) {
+  if (row == nullptr) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = 0.0f;
+    return;
+  }
+  LoadFloatRun<VEC, false>(v, row + l.c0, l);
+}
+
+template <int VEC>
+__device__ __forceinline__ void StoreRow(float* row, const float (&v)[VEC], const Lanes& l) {
+  if (row == nullptr) return;
+  float* p = row + l.c0;
+  constexpr int kF = FloatsPerAccess<VEC>();
+  if (VectorAccess<VEC>(p, l)) {
+    if constexpr (kF == 4) {
+#pragma unroll
+      for (int q = 0; q < VEC / 4; ++q) {
+        reinterpret_cast<float4*>(p)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+      }
+      return;
+    } else if constexpr (kF == 2) {
+#pragma unroll
+      for (int q = 0; q < VEC / 2; ++q) reinterpret_cast<float2*>(p)[q] = make_float2(v[2 * q], v[2 * q + 1]);
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    if (j < l.nvalid) p[j] = v[j];
+  }
+}
+
 
 constexpr unsigned kFlagAggregate = 1;
 constexpr unsigned kFlagInclusive = 2;
@@ -158,7 +236,7 @@ __device__ __forceinline__ Gate MakeGate(float la) {
 // Per-channel fp32 parameters of this thread's VEC channels (0 past W).
 template <int VEC>
 __device__ __forceinline__ void LoadChannels(float (&v)[VEC], const float* __restrict__ src, const Lanes& l) {
-  scan::LoadFloatRun<VEC, true>(v, src + l.c0, l);
+  LoadFloatRun<VEC, true>(v, src + l.c0, l);
 }
 
 template <typename T, int VEC>

@@ -239,79 +239,18 @@ __device__ __forceinline__ Lanes MakeLanes(long long c0, long long width, bool r
 
 // ---- fp32 state rows (h0, h_final, dh0) -------------------------------------
 
-// A thread's VEC consecutive fp32 as 16-byte (VEC % 4 == 0) or 8-byte
-// accesses where all are inside the row and the address allows it: a warp
-// then touches whole sectors (VEC = 8 as scalars: 32 lanes 32 bytes apart,
-// each 4-byte access its own sector, 8x the sectors; Nsight Compute,
-// session 9: 41% of samu_bwd_chunk_scan's sectors).
-template <int VEC>
-constexpr int FloatsPerAccess() {
-  return VEC % 4 == 0 ? 4 : VEC % 2 == 0 ? 2 : 1;
-}
-template <int VEC>
-__device__ __forceinline__ bool VectorAccess(const float* p, const Lanes& l) {
-  constexpr int kF = FloatsPerAccess<VEC>();
-  return kF > 1 && l.nvalid >= VEC && (reinterpret_cast<unsigned long long>(p) % (4 * kF)) == 0;
-}
-template <int VEC, bool kLdg>
-__device__ __forceinline__ void LoadFloatRun(float (&v)[VEC], const float* p, const Lanes& l) {
-  constexpr int kF = FloatsPerAccess<VEC>();
-  if (VectorAccess<VEC>(p, l)) {
-    if constexpr (kF == 4) {
-#pragma unroll
-      for (int q = 0; q < VEC / 4; ++q) {
-        const float4 f = kLdg ? __ldg(reinterpret_cast<const float4*>(p) + q) : reinterpret_cast<const float4*>(p)[q];
-        v[4 * q] = f.x;
-        v[4 * q + 1] = f.y;
-        v[4 * q + 2] = f.z;
-        v[4 * q + 3] = f.w;
-      }
-      return;
-    } else if constexpr (kF == 2) {
-#pragma unroll
-      for (int q = 0; q < VEC / 2; ++q) {
-        const float2 f = kLdg ? __ldg(reinterpret_cast<const float2*>(p) + q) : reinterpret_cast<const float2*>(p)[q];
-        v[2 * q] = f.x;
-        v[2 * q + 1] = f.y;
-      }
-      return;
-    }
-  }
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) v[j] = j < l.nvalid ? (kLdg ? __ldg(p + j) : p[j]) : 0.0f;
-}
-
 template <int VEC>
 __device__ __forceinline__ void LoadState(float (&v)[VEC], const float* row, const Lanes& l) {
-  if (row == nullptr) {
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) v[j] = 0.0f;
-    return;
-  }
-  LoadFloatRun<VEC, false>(v, row + l.c0, l);
+  for (int j = 0; j < VEC; ++j) v[j] = (row != nullptr && j < l.nvalid) ? row[l.c0 + j] : 0.0f;
 }
 
 template <int VEC>
 __device__ __forceinline__ void StoreState(float* row, const float (&v)[VEC], const Lanes& l) {
   if (row == nullptr) return;
-  float* p = row + l.c0;
-  constexpr int kF = FloatsPerAccess<VEC>();
-  if (VectorAccess<VEC>(p, l)) {
-    if constexpr (kF == 4) {
-#pragma unroll
-      for (int q = 0; q < VEC / 4; ++q) {
-        reinterpret_cast<float4*>(p)[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
-      }
-      return;
-    } else if constexpr (kF == 2) {
-#pragma unroll
-      for (int q = 0; q < VEC / 2; ++q) reinterpret_cast<float2*>(p)[q] = make_float2(v[2 * q], v[2 * q + 1]);
-      return;
-    }
-  }
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
-    if (j < l.nvalid) p[j] = v[j];
+    if (j < l.nvalid) row[l.c0 + j] = v[j];
   }
 }
 
