@@ -27,10 +27,10 @@ __device__ __forceinline__ void RgLruForwardSequential(const RgLruParams& p) {
   const T* __restrict__ gxs = static_cast<const T*>(p.gx);
   T* __restrict__ hs = static_cast<T*>(p.h);
   float sp[VEC], h[VEC];
-  LoadChannels(sp, p.lambda, l);
+  LoadChannels<VEC, false>(sp, p.lambda, l);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) sp[j] = SoftplusAccurate(sp[j]);
-  LoadRow(h, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
+  LoadRow<VEC, false>(h, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
   for (long long t0 = 0; t0 < p.length; t0 += P) {
     Pack<T, VEC> px[P], pa[P], pi[P];
 #pragma unroll
@@ -56,7 +56,7 @@ __device__ __forceinline__ void RgLruForwardSequential(const RgLruParams& p) {
       }
     }
   }
-  if (p.h_final != nullptr) StoreRow(p.h_final + b * p.width, h, l);
+  if (p.h_final != nullptr) StoreRow<VEC, false>(p.h_final + b * p.width, h, l);
 }
 
 // The backward at one element: from g = d + u_{t+1}, writes dx, dga, dgx
@@ -94,13 +94,13 @@ __device__ __forceinline__ void RgLruBackwardSequential(const RgLruParams& p) {
   const T* __restrict__ hs = static_cast<const T*>(p.h);
   const T* __restrict__ dhs = static_cast<const T*>(p.dh);
   float sp[VEC], ratio[VEC], h0v[VEC], u[VEC], dlam[VEC];
-  LoadChannels(sp, p.lambda, l);
+  LoadChannels<VEC, false>(sp, p.lambda, l);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {
     ratio[j] = DecayRatio(sp[j]);
     sp[j] = SoftplusAccurate(sp[j]);
   }
-  LoadRow(h0v, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
+  LoadRow<VEC, false>(h0v, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
   Fill(u, 0.0f);
   Fill(dlam, 0.0f);
   for (long long t0 = p.length - 1; t0 >= 0; t0 -= P) {
@@ -139,7 +139,7 @@ __device__ __forceinline__ void RgLruBackwardSequential(const RgLruParams& p) {
       }
     }
   }
-  if (p.dh0 != nullptr) StoreRow(p.dh0 + b * p.width, u, l);
+  if (p.dh0 != nullptr) StoreRow<VEC, false>(p.dh0 + b * p.width, u, l);
   float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
 #pragma unroll
   for (int j = 0; j < VEC; ++j) {

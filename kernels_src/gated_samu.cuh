@@ -45,9 +45,9 @@ template <int VEC>
 struct SamuChannels {
   float sp[VEC], ratio[VEC], beta[VEC], gamma[VEC];
   __device__ __forceinline__ void Load(const SamuParams& p, const Lanes& l, bool bwd) {
-    LoadChannels(sp, p.lambda, l);
-    LoadChannels(beta, p.beta, l);
-    LoadChannels(gamma, p.gamma, l);
+    LoadChannels<VEC, false>(sp, p.lambda, l);
+    LoadChannels<VEC, false>(beta, p.beta, l);
+    LoadChannels<VEC, false>(gamma, p.gamma, l);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       if (bwd) ratio[j] = DecayRatio(sp[j]);
@@ -92,7 +92,7 @@ __device__ __forceinline__ void SamuForwardSequential(const SamuParams& p) {
   SamuChannels<VEC> ch;
   ch.Load(p, l, false);
   float h[VEC];
-  LoadRow(h, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
+  LoadRow<VEC, false>(h, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
   for (long long t0 = 0; t0 < p.length; t0 += P) {
     Pack<T, VEC> px[P];
     float2 ri[P];
@@ -121,7 +121,7 @@ __device__ __forceinline__ void SamuForwardSequential(const SamuParams& p) {
       }
     }
   }
-  if (p.h_final != nullptr) StoreRow(p.h_final + b * p.width, h, l);
+  if (p.h_final != nullptr) StoreRow<VEC, false>(p.h_final + b * p.width, h, l);
 }
 
 // A warp's 32 x VEC channels are one unit of the token sums; every lane of
@@ -142,7 +142,7 @@ __device__ __forceinline__ void SamuBackwardSequential(const SamuParams& p) {
   SamuChannels<VEC> ch;
   ch.Load(p, l, true);
   float h0v[VEC], u[VEC], acc[3][VEC];
-  LoadRow(h0v, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
+  LoadRow<VEC, false>(h0v, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
   Fill(u, 0.0f);
 #pragma unroll
   for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
@@ -187,7 +187,7 @@ __device__ __forceinline__ void SamuBackwardSequential(const SamuParams& p) {
     }
   }
   if (l.nvalid <= 0) return;
-  if (p.dh0 != nullptr) StoreRow(p.dh0 + b * p.width, u, l);
+  if (p.dh0 != nullptr) StoreRow<VEC, false>(p.dh0 + b * p.width, u, l);
   float* param = reinterpret_cast<float*>(static_cast<char*>(p.workspace) + lay.param_offset);
 #pragma unroll
   for (int n = 0; n < 3; ++n) {

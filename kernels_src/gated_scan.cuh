@@ -73,19 +73,21 @@ using scan::StorePack;
 // then touches whole sectors (VEC = 8 as scalars: 32 lanes 32 bytes apart,
 // each 4-byte access its own sector, 8x the sectors; Nsight Compute,
 // session 9: 41% of samu_bwd_chunk_scan's sectors).
-template <int VEC>
+// kVector false: one float at a time (the `sequential` family: its rglru
+// forward spilled 4 bytes at 16 bits with the vector path).
+template <int VEC, bool kVector>
 constexpr int FloatsPerAccess() {
-  return VEC % 4 == 0 ? 4 : VEC % 2 == 0 ? 2 : 1;
+  return !kVector ? 1 : VEC % 4 == 0 ? 4 : VEC % 2 == 0 ? 2 : 1;
 }
-template <int VEC>
+template <int VEC, bool kVector>
 __device__ __forceinline__ bool VectorAccess(const float* p, const Lanes& l) {
-  constexpr int kF = FloatsPerAccess<VEC>();
+  constexpr int kF = FloatsPerAccess<VEC, kVector>();
   return kF > 1 && l.nvalid >= VEC && (reinterpret_cast<unsigned long long>(p) % (4 * kF)) == 0;
 }
-template <int VEC, bool kLdg>
+template <int VEC, bool kLdg, bool kVector>
 __device__ __forceinline__ void LoadFloatRun(float (&v)[VEC], const float* p, const Lanes& l) {
-  constexpr int kF = FloatsPerAccess<VEC>();
-  if (VectorAccess<VEC>(p, l)) {
+  constexpr int kF = FloatsPerAccess<VEC, kVector>();
+  if (VectorAccess<VEC, kVector>(p, l)) {
     if constexpr (kF == 4) {
 #pragma unroll
       for (int q = 0; q < VEC / 4; ++q) {
@@ -110,22 +112,27 @@ __device__ __forceinline__ void LoadFloatRun(float (&v)[VEC], const float* p, co
   for (int j = 0; j < VEC; ++j) v[j] = j < l.nvalid ? (kLdg ? __ldg(p + j) : p[j]) : 0.0f;
 }
 
-template <int VEC>
+template <int VEC, bool kVector = true>
 __device__ __forceinline__ void LoadRow(float (&v)[VEC], const float* row, const Lanes& l) {
+  if constexpr (!kVector) {
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) v[j] = (row != nullptr && j < l.nvalid) ? row[l.c0 + j] : 0.0f;
+    return;
+  }
   if (row == nullptr) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) v[j] = 0.0f;
     return;
   }
-  LoadFloatRun<VEC, false>(v, row + l.c0, l);
+  LoadFloatRun<VEC, false, kVector>(v, row + l.c0, l);
 }
 
-template <int VEC>
+template <int VEC, bool kVector = true>
 __device__ __forceinline__ void StoreRow(float* row, const float (&v)[VEC], const Lanes& l) {
   if (row == nullptr) return;
   float* p = row + l.c0;
-  constexpr int kF = FloatsPerAccess<VEC>();
-  if (VectorAccess<VEC>(p, l)) {
+  constexpr int kF = FloatsPerAccess<VEC, kVector>();
+  if (VectorAccess<VEC, kVector>(p, l)) {
     if constexpr (kF == 4) {
 #pragma unroll
       for (int q = 0; q < VEC / 4; ++q) {
@@ -234,9 +241,9 @@ __device__ __forceinline__ Gate MakeGate(float la) {
 }
 
 // Per-channel fp32 parameters of this thread's VEC channels (0 past W).
-template <int VEC>
+template <int VEC, bool kVector = true>
 __device__ __forceinline__ void LoadChannels(float (&v)[VEC], const float* __restrict__ src, const Lanes& l) {
-  LoadFloatRun<VEC, true>(v, src + l.c0, l);
+  LoadFloatRun<VEC, true, kVector>(v, src + l.c0, l);
 }
 
 template <typename T, int VEC>
