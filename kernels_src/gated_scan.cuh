@@ -66,15 +66,16 @@ using scan::Pack;
 using scan::StorePack;
 
 // ---- fp32 rows of channels (parameters, h0 / h_final / dh0, workspace states) ----
-// (The gated kernels' own LoadRow / StoreRow; scan::'s, which linear_scan
-// keeps, move one float at a time.)
-// A thread's VEC consecutive fp32 as 16-byte (VEC % 4 == 0) or 8-byte
-// accesses where all are inside the row and the address allows it: a warp
-// then touches whole sectors (VEC = 8 as scalars: 32 lanes 32 bytes apart,
-// each 4-byte access its own sector, 8x the sectors; Nsight Compute,
-// session 9: 41% of samu_bwd_chunk_scan's sectors).
-// kVector false: one float at a time (the `sequential` family: its rglru
-// forward spilled 4 bytes at 16 bits with the vector path).
+//
+// LoadRow / StoreRow / LoadChannels move a thread's VEC consecutive fp32 as
+// 16-byte (VEC % 4 == 0) or 8-byte accesses where all are inside the row and
+// the address allows it, so a warp touches whole sectors. As scalars at
+// VEC = 8, a warp's 32 lanes sit 32 bytes apart and each 4-byte access is its
+// own sector: 8x the sectors (Nsight Compute, session 9: 41% of
+// samu_bwd_chunk_scan's). scan::LoadState / StoreState, which linear_scan
+// keeps, move one float at a time. kVector false does the same here (the
+// `sequential` family: its rglru forward spilled 4 bytes at 16 bits with the
+// vector path).
 template <int VEC, bool kVector>
 constexpr int FloatsPerAccess() {
   return !kVector ? 1 : VEC % 4 == 0 ? 4 : VEC % 2 == 0 ? 2 : 1;
