@@ -22,12 +22,6 @@
 
 namespace gated {
 
-__device__ __forceinline__ float TanhApprox(float v) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(v));
-  return y;
-}
-
 // sigmoid(z) and 1 - sigmoid(z): one tanh.approx for the 16-bit dtypes
 // (absolute error < 2.5e-4), Sigmoid2 (ex2 + rcp) for fp32.
 template <typename T>
@@ -47,11 +41,6 @@ __device__ __forceinline__ Sig FastSig(float z) {
 // denormal range fix-up), with s = q = 0 below om = 1e-30 (there s < 1e-15
 // and |q| ~ sqrt(om) / 2, both nothing at 16-bit precision; the ftz rsqrt of
 // a denormal om would be inf).
-__device__ __forceinline__ float RsqrtFtz(float v) {
-  float y;
-  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
-  return y;
-}
 // kTanh (`lookback` _o3, 16-bit dtypes only): 1 - a^2 = tanh(-la) (1 + a^2)
 // with tanh.approx (relative error ~2^-11: s and q to ~2.5e-4, far inside
 // the bf16 / fp16 tolerances): MUFU + FFMA + FMUL instead of the series,
@@ -105,11 +94,6 @@ __device__ __forceinline__ Gate GateFast(float la) {
 struct GateAS {
   float a, s;
 };
-__device__ __forceinline__ float SqrtApprox(float v) {
-  float y;
-  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
-  return y;
-}
 // Its argument z = k r with k from LoadForwardDecays (gated_chunked.cuh): la = ln a
 // at fp32, log2 a at 16 bits (ex2 takes it as is).
 template <typename T>

@@ -195,6 +195,22 @@ __device__ __forceinline__ float DecayRatio(float p) {
   return sp > 0.0f ? SigmoidAccurate(p) / sp : 1.0f;
 }
 
+// The MUFU approximations the gated kernels use, one PTX instruction each.
+enum class Mufu { kEx2Ftz, kTanh, kRsqrtFtz, kSqrtFtz };
+template <Mufu F>
+__device__ __forceinline__ float MufuApprox(float v) {
+  float y;
+  if constexpr (F == Mufu::kEx2Ftz) {
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+  } else if constexpr (F == Mufu::kTanh) {
+    asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(v));
+  } else if constexpr (F == Mufu::kRsqrtFtz) {
+    asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+  } else {
+    asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+  }
+  return y;
+}
 // exp for the decay a = exp(la). fp32 inputs need the accurate expf: an
 // error d in a grows to about d / sqrt(1 - a^2) in h (20-50 x near a = 1),
 // which the 1e-5 fp32 tolerance cannot absorb from __expf's ~2e-7; the
@@ -202,11 +218,10 @@ __device__ __forceinline__ float DecayRatio(float p) {
 // FMUL + MUFU.EX2 (__expf's non-ftz ex2 adds a range test and two scaling
 // multiplies around the MUFU; a result below 2^-126 flushes to 0, which
 // as a decay is the same).
-__device__ __forceinline__ float Ex2Ftz(float v) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
-  return y;
-}
+__device__ __forceinline__ float Ex2Ftz(float v) { return MufuApprox<Mufu::kEx2Ftz>(v); }
+__device__ __forceinline__ float TanhApprox(float v) { return MufuApprox<Mufu::kTanh>(v); }
+__device__ __forceinline__ float RsqrtFtz(float v) { return MufuApprox<Mufu::kRsqrtFtz>(v); }
+__device__ __forceinline__ float SqrtApprox(float v) { return MufuApprox<Mufu::kSqrtFtz>(v); }
 template <typename T>
 __device__ __forceinline__ float ExpDecay(float la) {
   if constexpr (sizeof(T) == 4) {
