@@ -555,7 +555,7 @@ class GatedPlannerImpl final : public OpPlanner {
             ChunkedSmem(gated::kChunkBwdAgg, gated::kChunkBwdAggThreads, elem), s.batch);
         add(Role::kBwdCarry, "bwd", carry_x, s.batch, carry_threads, 0);
         add(Role::kBwdScan, "bwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkBwdScan, rows, elem));
-        add(Role::kFinalize, "bwd", carry_x + 1, 1, gated::kFinalizeThreads, 0);
+        add(Role::kFinalize, "bwd", CeilDiv(s.width, gated::kChunkFinalizeChannels) + 1, 1, gated::kFinalizeThreads, 0);
       }
       for (Launch& launch : plan.launches) launch.dependent_launch = true;
       plan.workspace_bytes = static_cast<uint64_t>(lay.total_bytes);

@@ -47,17 +47,17 @@ __device__ __forceinline__ float* ChunkWs(const SamuParams& p, long long offset)
 }
 
 // -8 softplus(lambda) of this thread's channels (0 past W).
-template <int VEC>
+template <typename T, int VEC>
 __device__ __forceinline__ void LoadDecays(float (&sp)[VEC], const SamuParams& p, const Lanes& l) {
   LoadChannels(sp, p.lambda, l);
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]);
+  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusFor<T>(sp[j]);
 }
 
 // ForwardGate's k: -8 softplus(lambda), times log2(e) at 16 bits.
 template <typename T, int VEC>
 __device__ __forceinline__ void LoadForwardDecays(float (&k)[VEC], const SamuParams& p, const Lanes& l) {
-  LoadDecays(k, p, l);
+  LoadDecays<T>(k, p, l);
   if constexpr (sizeof(T) == 2) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) k[j] *= 1.44269504088896341f;
@@ -331,7 +331,7 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
   const long long c = static_cast<long long>(blockIdx.x) * 32 + lane;
   const long long b = blockIdx.y;
   const bool live = c < p.width;
-  const float sp = live ? -kC * SoftplusAccurate(p.lambda[c]) : 0.0f;
+  const float sp = live ? -kC * SoftplusFor<T>(p.lambda[c]) : 0.0f;
   scan::GridDependencyWait();
   scan::LaunchDependents();
   const long long n = lay.chunks;
@@ -497,7 +497,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
   const Lanes l = MakeLanes<T, VEC>(static_cast<long long>(tid) * VEC, p.width, SamuAligned<T, VEC>(p, true));
   float sp[VEC], beta[VEC], gamma[VEC];
-  LoadDecays(sp, p, l);
+  LoadDecays<T>(sp, p, l);
   LoadChannels(beta, p.beta, l);
   LoadChannels(gamma, p.gamma, l);
   const long long row0 = sp_.b * p.length * p.width + l.c0;
@@ -636,15 +636,11 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   }
   float* param = ChunkWs(p, lay.param_offset);
   // DecayRatio(lambda) = sigmoid(lambda) / softplus(lambda). 16-bit: from the
-  // softplus held in sp, sigmoid = 1 - exp(-softplus) (one expm1f and a
-  // division, not two expf, a log1pf and two divisions per channel); fp32
-  // reloads lambda (holding sp to here spills at 512 threads).
+  // softplus held in sp (DecayRatioFast); fp32 reloads lambda (holding sp to
+  // here spills at 512 threads).
   if constexpr (sizeof(T) == 2) {
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      const float softplus = sp[j] * (-1.0f / kC);
-      acc[0][j] *= softplus > 0.0f ? -expm1f(-softplus) / softplus : 1.0f;
-    }
+    for (int j = 0; j < VEC; ++j) acc[0][j] *= DecayRatioFast(sp[j] * (-1.0f / kC));
   } else {
     float lambda[VEC];
     LoadChannels(lambda, p.lambda, l);
@@ -669,9 +665,9 @@ __device__ __forceinline__ void SamuChunkFinalize(const SamuParams& p) {
   const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP);
   scan::GridDependencyWait();
   scan::LaunchDependents();
-  if (static_cast<long long>(blockIdx.x) * 32 < p.width) {
+  if (static_cast<long long>(blockIdx.x) * kChunkFinalizeChannels < p.width) {
     float* const out[3] = {p.dlambda, p.dbeta, p.dgamma};
-    FinalizeParams<3>(ChunkWs(p, lay.param_offset), lay.parts, p.width, out);
+    FinalizeParams<3, kChunkFinalizeChannels>(ChunkWs(p, lay.param_offset), lay.parts, p.width, out);
     return;
   }
   SumControllerRows(reinterpret_cast<const float4*>(ChunkWs(p, lay.ctrl_offset)), lay.parts, p.dcontroller);
@@ -681,7 +677,7 @@ __device__ __forceinline__ void SamuChunkFinalize(const SamuParams& p) {
 
 // ---- entry points (grids: rows (chunks, B) x ceil(W / 8) threads rounded
 // to a warp; columns (ceil(W / 1024), chunks, B) x 128; carry (ceil(W / 32),
-// B) x 1024; finalize ceil(W / 32) + 1 x 1024; dynamic shared memory: the
+// B) x 1024; finalize ceil(W / 16) + 1 x 1024; dynamic shared memory: the
 // ring, ChunkRingBytes) ----------------------------------------------------------
 
 template <typename T, int THREADS, int CHUNK>

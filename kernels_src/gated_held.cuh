@@ -1104,7 +1104,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   LoadChannels(sp, p.lambda, l);
   LoadChannels(beta, p.beta, l);
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusAccurate(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
+  for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusFor<T>(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
   LoadRow(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
   CpAsyncWait<0>();

@@ -122,6 +122,8 @@ constexpr int kChunkColumnThreads = 128;
 // samu_bwd_chunk_agg: two columns' worth of threads, each half walking one
 // half of the chunk (the later tokens, then the earlier), met once at the end.
 constexpr int kChunkBwdAggThreads = 2 * kChunkColumnThreads;
+// Channels per block of samu_bwd_chunk_finalize (FinalizeParams's CH).
+constexpr int kChunkFinalizeChannels = 16;
 constexpr int kCarrySlices = 32;
 enum ChunkPass { kChunkFwdAgg = 0, kChunkFwdScan = 1, kChunkBwdAgg = 2, kChunkBwdScan = 3 };
 // Slices of samu_chunk_carry: runs of about 4 chunks, at most kCarrySlices.

@@ -196,7 +196,7 @@ __device__ __forceinline__ float DecayRatio(float p) {
 }
 
 // The MUFU approximations the gated kernels use, one PTX instruction each.
-enum class Mufu { kEx2Ftz, kTanh, kRsqrtFtz, kSqrtFtz };
+enum class Mufu { kEx2Ftz, kTanh, kRsqrtFtz, kSqrtFtz, kLg2Ftz };
 template <Mufu F>
 __device__ __forceinline__ float MufuApprox(float v) {
   float y;
@@ -206,10 +206,40 @@ __device__ __forceinline__ float MufuApprox(float v) {
     asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(v));
   } else if constexpr (F == Mufu::kRsqrtFtz) {
     asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
+  } else if constexpr (F == Mufu::kLg2Ftz) {
+    asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
   } else {
     asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(v));
   }
   return y;
+}
+
+// softplus(p) for the decays of a kernel of dtype T. 16-bit: two MUFU
+// (ex2, lg2) and a few FFMA instead of the accurate expf and log1pf (~40
+// issued instructions a channel, paid per thread for each of its channels
+// in the per-thread prologues: 2-5 instructions per element of samu's held
+// forward, bwd local pass and rescan at their tile sizes). e = exp(-|p|);
+// log1p(e) by its series to e^3 / 3 below 1/64 (truncation < e^3 / 4 <
+// 4e-6 relative), else lg2.approx(1 + e) (absolute error ~2^-22 against
+// log2(1 + e) >= 0.022 there: < 1e-5 relative). fp32: SoftplusAccurate.
+template <typename T>
+__device__ __forceinline__ float SoftplusFor(float p) {
+  if constexpr (sizeof(T) == 4) {
+    return SoftplusAccurate(p);
+  } else {
+    const float e = MufuApprox<Mufu::kEx2Ftz>(-fabsf(p) * 1.44269504088896341f);
+    const float l = e < 0.015625f ? e * fmaf(e, fmaf(e, 1.0f / 3.0f, -0.5f), 1.0f)
+                                  : MufuApprox<Mufu::kLg2Ftz>(1.0f + e) * 0.693147180559945309f;
+    return fmaxf(p, 0.0f) + l;
+  }
+}
+
+// DecayRatio from a softplus s > 0 at 16 bits: sigmoid(p) / s = -expm1(-s) / s,
+// by its series below 1/16 (truncation s^4 / 120 < 1e-7), else (1 - ex2) times
+// rcp.approx (1 - e^-s >= 0.06 there: < 1e-5 relative); 1 where s = 0.
+__device__ __forceinline__ float DecayRatioFast(float s) {
+  if (s < 0.0625f) return fmaf(-s, fmaf(-s, fmaf(-s, 1.0f / 24.0f, 1.0f / 6.0f), 0.5f), 1.0f);
+  return __fdividef(1.0f - MufuApprox<Mufu::kEx2Ftz>(-s * 1.44269504088896341f), s);
 }
 // exp for the decay a = exp(la). fp32 inputs need the accurate expf: an
 // error d in a grows to about d / sqrt(1 - a^2) in h (20-50 x near a = 1),
@@ -666,17 +696,20 @@ __device__ __forceinline__ float RowSum(float v) {
 // ---- parameter-gradient finalize (both operators) ---------------------------------
 
 // out[n][c] = sum over parts of param[part][n][c], parts in a fixed order.
-// Block: 32 channels x (THREADS / 32) slices over parts. The NP sums run in
+// Block: CH channels x (THREADS / CH) slices over parts. The NP sums run in
 // one loop (NP x 4 loads in flight per thread, not 4: with tile-64 variants
-// at L = 32768 samu has 3 x 512 rows per channel).
-template <int NP>
+// at L = 32768 samu has 3 x 512 rows per channel). CH = 16 (chunked): twice
+// the blocks of CH = 32, so that W = 2048 covers the 132 SMs, with half the
+// rows per slice in flight (the kernel is one wave of latency).
+template <int NP, int CH = 32>
 __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, long long parts, long long width,
                                                float* const (&out)[NP]) {
-  constexpr int kSlices = kFinalizeThreads / 32;
-  __shared__ float s_red[NP][kSlices][33];
+  static_assert(CH == 16 || CH == 32, "a warp sums one channel over 32 lanes of 1 or 2 slices");
+  constexpr int kSlices = kFinalizeThreads / CH;
+  __shared__ float s_red[NP][kSlices][CH + 1];
   const int tid = threadIdx.x;
-  const int k = tid / 32;
-  const long long c = static_cast<long long>(blockIdx.x) * 32 + tid % 32;
+  const int k = tid / CH;
+  const long long c = static_cast<long long>(blockIdx.x) * CH + tid % CH;
   float sum[NP];
 #pragma unroll
   for (int n = 0; n < NP; ++n) sum[n] = 0.0f;
@@ -689,18 +722,22 @@ __device__ __forceinline__ void FinalizeParams(const float* __restrict__ param, 
       for (int n = 0; n < NP; ++n) sum[n] += __ldcg(src + n * width);
     }
   }
-  // The slices' sums: warp j takes channel j, one slice per lane, and a
-  // butterfly (fixed order); all 32 warps at once, one barrier, instead of
-  // one thread per channel walking the 32 slices per parameter.
-  static_assert(kSlices == 32, "one lane per slice");
+  // The slices' sums: warp j takes channel j, its lanes the slices (CH = 16:
+  // slices lane and lane + 32, added first), and a butterfly (fixed order);
+  // all warps at once, one barrier, instead of one thread per channel
+  // walking the slices per parameter.
 #pragma unroll
-  for (int n = 0; n < NP; ++n) s_red[n][k][tid % 32] = sum[n];
+  for (int n = 0; n < NP; ++n) s_red[n][k][tid % CH] = sum[n];
   __syncthreads();
-  const long long cj = static_cast<long long>(blockIdx.x) * 32 + k;  // warp k's channel
+  const int w = tid / 32, lane = tid % 32;
+  if (w >= CH) return;
+  const long long cj = static_cast<long long>(blockIdx.x) * CH + w;  // warp w's channel
 #pragma unroll
   for (int n = 0; n < NP; ++n) {
-    const float total = RowSum<32>(s_red[n][tid % 32][k]);
-    if (tid % 32 == 0 && cj < width && out[n] != nullptr) out[n][cj] = total;
+    float v = s_red[n][lane][w];
+    if constexpr (CH == 16) v += s_red[n][lane + 32][w];
+    const float total = RowSum<32>(v);
+    if (lane == 0 && cj < width && out[n] != nullptr) out[n][cj] = total;
   }
 }
 

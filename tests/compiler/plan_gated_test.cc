@@ -411,7 +411,7 @@ TEST(GatedPlan, FusedGeometry) {
 // samu `chunked`: rows blocks (chunks, B) of ceil(W / 8) threads for the
 // passes that meet for m_t / dm_t, columns blocks (ceil(W / 1024), chunks, B)
 // of 128 for the others (the backward's local pass: two halves of 128), the
-// carries over chunks, every launch a PDL
+// carries over chunks, the finalize's blocks of 16 channels, every launch a PDL
 // dependent, the workspace of MakeChunkedLayout (nothing zeroed).
 TEST(GatedPlan, ChunkedGeometry) {
   const DeviceLimits h200;
@@ -434,7 +434,7 @@ TEST(GatedPlan, ChunkedGeometry) {
       {"samu_bwd_chunk_agg<__nv_bfloat16, 64>", "bwd", 3, chunks, 1, 256},
       {"samu_chunk_carry<__nv_bfloat16, 64, 1>", "bwd", 80, 1, 1, 32 * 32},
       {"samu_bwd_chunk_scan<__nv_bfloat16, 512, 64>", "bwd", chunks, 1, 1, 320},
-      {"samu_bwd_chunk_finalize<__nv_bfloat16, 64>", "bwd", 81, 1, 1, 1024},
+      {"samu_bwd_chunk_finalize<__nv_bfloat16, 64>", "bwd", 2560 / 16 + 1, 1, 1, 1024},
   };
   for (size_t i = 0; i < 7; ++i) {
     const Launch& l = plan->launches[i];
