@@ -85,6 +85,12 @@ struct PackRing {
   __device__ __forceinline__ P8* Slot(long long group, int input, int step) const {
     return base + ((static_cast<int>(group % kStages) * kIn + input) * kSteps + step) * blockDim.x + threadIdx.x;
   }
+  // Slot(group, 0, 0) of a group >= 0 in the shared window; the slot of
+  // (input, step) is sizeof(P8) x blockDim.x x (input x kSteps + step) past it.
+  __device__ __forceinline__ unsigned SlotShared(int group) const {
+    return sbase + static_cast<unsigned>(((static_cast<unsigned>(group) % kStages) * kIn * kSteps * blockDim.x + threadIdx.x) *
+                                         sizeof(P8));
+  }
   // One pack: cp.async where the row access is wide, else a plain load (or
   // zeros where !valid) stored by this thread.
   __device__ __forceinline__ void Fetch(P8* dst, const T* src, const Lanes& l, bool valid) const {
@@ -116,6 +122,17 @@ struct PackRing {
     } else {
 #pragma unroll
       for (int i = 0; i < kSteps; ++i) Fetch(dst + i * blockDim.x, src + i * stride, l, i < count);
+    }
+  }
+  // Issue from a shared-window address: dst the slot of step 0, `pitch` bytes
+  // between steps; all valid and wide (the callers' interior groups).
+  __device__ __forceinline__ void IssueFull(unsigned dst, unsigned pitch, const T* src, long long stride) const {
+#pragma unroll
+    for (int i = 0; i < kSteps; ++i) {
+#pragma unroll
+      for (int k = 0; k < int(sizeof(P8)) / 16; ++k) {
+        CpAsync16Shared(dst + i * pitch + 16 * k, reinterpret_cast<const char*>(src + i * stride) + 16 * k);
+      }
     }
   }
   // Group k of a one-input walk over [t0, t1) (forward: t0 + k x steps up;
@@ -505,24 +522,42 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   const T* __restrict__ hs = static_cast<const T*>(p.h) + row0;
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + row0;
   T* __restrict__ dxs = static_cast<T*>(p.dx) + row0;
-  const long long groups = (sp_.t1 - sp_.t0 + P - 1) / P;
-  // Group k: x and dy (inputs) by issue_in, h (the forward's output) by issue_h, then the commit.
-  auto issue_in = [&](long long k) {
+  const int groups = static_cast<int>((sp_.t1 - sp_.t0 + P - 1) / P);
+  const int span = static_cast<int>(sp_.t1 - sp_.t0);
+  const long long w = p.width;
+  // Group k's rows: its first token is t1 - 1 - k P; x and dy from that row
+  // down, h_{t-1} one row further. Interior groups (all P rows inside the
+  // chunk, t >= P, the row wide) issue from shared-window addresses and row
+  // pointers (IssueFull); the rest through Issue's per-row tests. (The
+  // per-group integer work, ~18 of the rescan's 54 instructions per element
+  // in the profile, was mostly 64-bit address math and the shared window.)
+  const unsigned pitch = static_cast<unsigned>(blockDim.x * sizeof(typename Ring::P8));  // one step of a slot
+  auto issue_in = [&](int k) {
     if (k < groups) {
-      const long long t = sp_.t1 - 1 - k * P;  // steps t, t - 1, ...
-      ring.Issue(k, 0, xs + t * p.width, -p.width, t - sp_.t0 + 1, l);
-      ring.Issue(k, 1, dys + t * p.width, -p.width, t - sp_.t0 + 1, l);
+      const long long t = sp_.t1 - 1 - static_cast<long long>(k) * P;  // steps t, t - 1, ...
+      if (l.wide && span - k * P >= P) {
+        const unsigned dst = ring.SlotShared(k);
+        ring.IssueFull(dst, pitch, xs + t * w, -w);
+        ring.IssueFull(dst + P * pitch, pitch, dys + t * w, -w);
+      } else {
+        ring.Issue(k, 0, xs + t * w, -w, t - sp_.t0 + 1, l);
+        ring.Issue(k, 1, dys + t * w, -w, t - sp_.t0 + 1, l);
+      }
     }
   };
-  auto issue_h = [&](long long k) {
+  auto issue_h = [&](int k) {
     if (k < groups) {
-      const long long t = sp_.t1 - 1 - k * P;  // h_{t-1} exists for t >= 1
+      const long long t = sp_.t1 - 1 - static_cast<long long>(k) * P;  // h_{t-1} exists for t >= 1
       const long long count = t - sp_.t0 + 1;
-      ring.Issue(k, 2, hs + (t - 1) * p.width, -p.width, count < t ? count : t, l);
+      if (l.wide && count >= P && t >= P) {
+        ring.IssueFull(ring.SlotShared(k) + 2 * P * pitch, pitch, hs + (t - 1) * w, -w);
+      } else {
+        ring.Issue(k, 2, hs + (t - 1) * w, -w, count < t ? count : t, l);
+      }
     }
     CpAsyncCommit();
   };
-  auto issue = [&](long long k) {
+  auto issue = [&](int k) {
     issue_in(k);
     issue_h(k);
   };
@@ -543,13 +578,17 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
 #pragma unroll
   for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
   float contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (long long k = 0; k < groups; ++k) {
+  // The share's constants, once (not a global load and two IEEE divisions per group).
+  const float w_r = p.controller[0], w_i = p.controller[2], inv_w = 1.0f / static_cast<float>(p.width);
+  T* dx_row = dxs + (sp_.t1 - 1) * w;  // the group's first token's row, P rows back per group
+  for (int k = 0; k < groups; ++k, dx_row -= P * w) {
     issue(k + D - 1);
     CpAsyncWait<D - 1>();
-    const long long tg = sp_.t1 - 1 - k * P;
+    const long long tg = sp_.t1 - 1 - static_cast<long long>(k) * P;
     // The group's slots (x, dy, h: kSteps apart), once per group.
     typename Ring::P8* const slot = ring.Slot(k, 0, 0);
-    const int live = static_cast<int>(tg - sp_.t0 + 1);  // tokens of the group inside the chunk (>= 1)
+    const unsigned slot_s = ring.SlotShared(k);
+    const int live = span - k * P;  // tokens of the group inside the chunk (>= 1)
     float v[kCalls][8];
 #pragma unroll
     for (int c = 0; c < kCalls; ++c) Fill(v[c], 0.0f);
@@ -606,7 +645,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     // order; the lanes below P gather their token's three.
     float total = 0.0f;
     if (lane < 3 * P) {
-      for (int w = 0; w < warps; ++w) total += s_sum[k % 2][w][lane];
+      for (int wp = 0; wp < warps; ++wp) total += s_sum[k % 2][wp][lane];
     }
     float share = 0.0f;
     {
@@ -614,23 +653,29 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
 #pragma unroll
       for (int n = 0; n < 3; ++n) sums[n] = __shfl_sync(0xffffffffu, total, (3 * lane + n) % 32);
       if (lane < P && lane < live) {
-        const SamuShare sh =
-            sizeof(T) == 2 ? SamuShareOfControl(p, sums, s_ri[live - 1 - lane]) : SamuShareOf(p, sums);
+        const SamuShare sh = sizeof(T) == 2 ? SamuShareOfControl(w_r, w_i, inv_w, sums, s_ri[live - 1 - lane])
+                                            : SamuShareOf(p, sums);
         share = sh.share;
 #pragma unroll
         for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
       }
     }
-    T* const dx_row = dxs + tg * p.width;
+    T* row = dx_row;
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
+    for (int i = 0; i < P; ++i, row -= w) {
       const float s = __shfl_sync(0xffffffffu, share, i);
       if (i < live) {
         float dx[VEC];
-        LoadFloats(dx, slot + i * blockDim.x, slot + (P + i) * blockDim.x);
+        if constexpr (sizeof(typename Ring::P8) == 16) {  // 16-bit: the two fp32 halves by shared-window address
+          const float4 lo = LoadShared16(slot_s + i * pitch), hi = LoadShared16(slot_s + (P + i) * pitch);
+          dx[0] = lo.x; dx[1] = lo.y; dx[2] = lo.z; dx[3] = lo.w;
+          dx[4] = hi.x; dx[5] = hi.y; dx[6] = hi.z; dx[7] = hi.w;
+        } else {
+          LoadFloats(dx, slot + i * blockDim.x, slot + (P + i) * blockDim.x);
+        }
 #pragma unroll
         for (int j = 0; j < VEC; ++j) dx[j] += s;
-        StorePack<T, VEC>(dx_row - i * p.width, dx, l.wide, l.nvalid);
+        StorePack<T, VEC>(row, dx, l.wide, l.nvalid);
       }
     }
   }

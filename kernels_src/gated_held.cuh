@@ -1167,8 +1167,13 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   OnInterior(interior, [&](auto tag) {
   constexpr bool kIn = decltype(tag)::value;
   const Lanes le = EdgeLanes<kIn>(l);  // as rglru's rescans
+  // The rows' outputs by pointers advanced one row per step (two 64-bit adds
+  // a row), not by off0 + i * width added to each base (~7 integer
+  // instructions a row in the SASS: 64-bit product, shifts, two adds).
+  T* h_row = static_cast<T*>(p.h) + off0;
+  T* y_row = static_cast<T*>(p.y) + off0;
 #pragma unroll
-  for (int i = 0; i < kSteps; ++i) {
+  for (int i = 0; i < kSteps; ++i, h_row += p.width, y_row += p.width) {
     const long long t = x.base + row0 + i;
     float r = 0.0f;
     if constexpr (!kHold) r = s_ri[row0 + i].x;
@@ -1185,9 +1190,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       y[j] = gamma[j] * s[j];
     }
     if (kIn || t < p.length) {
-      const long long off = off0 + i * p.width;
-      StorePack<T, VEC>(static_cast<T*>(p.h) + off, s, kIn || le.wide, le.nvalid);
-      StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, kIn || le.wide, le.nvalid);
+      StorePack<T, VEC>(h_row, s, kIn || le.wide, le.nvalid);
+      StorePack<T, VEC>(y_row, y, kIn || le.wide, le.nvalid);
       if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, le);
     }
   }
@@ -1599,12 +1603,20 @@ template <typename T>
 constexpr int RgLruMinBlocksBwd(int threads, int vec, int strip, int tile) {
   return HeldMinBlocksBwd<T>(threads, vec, strip, tile, 5, DecayConstBytes(strip, true), false);
 }
-// samu's forward: 4 blocks of 256 (64 registers) where b is in shared memory (SamuBInSmem), else HeldMinBlocks.
+// samu's forward: 4 blocks of 256 (64 registers) where b is in shared memory
+// (SamuBInSmem) and 4 fit (16 steps a thread), or as many as its shared
+// memory allows (32 steps: the staging and b of twice the tile, 2 per SM, so
+// 128 registers), else HeldMinBlocks.
 template <typename T, int ORDER>
 constexpr int SamuMinBlocksFwd(int threads, int vec, int strip, int tile) {
   const int steps = tile / (threads / (strip / vec));
   if (ORDER == 5 && SamuBInSmem(ORDER, int(sizeof(T)), steps, vec)) return 1024 / threads > 0 ? 1024 / threads : 1;
-  return threads >= 256 && SamuBInSmem(ORDER, int(sizeof(T)), steps, vec) ? 4 : HeldMinBlocks(threads, vec, strip, tile);
+  if (threads < 256 || !SamuBInSmem(ORDER, int(sizeof(T)), steps, vec)) return HeldMinBlocks(threads, vec, strip, tile);
+  const int segs = threads / (strip / vec);
+  const int smem = (tile * strip * int(sizeof(T)) + 15) / 16 * 16 + ((2 * segs * strip + strip) * 4 + 16 + 15) / 16 * 16 +
+                   tile * strip * 4;
+  const int by_smem = 233472 / (smem + 1024);  // 228 KB per SM, 1 KB reserved per block
+  return by_smem < 4 ? (by_smem < 1 ? 1 : by_smem) : 4;
 }
 // _o5 (vec 4: twice the channel state of the vec-2 points): 2 blocks of 256
 // or 3 of 128 per SM, so 128 / 170 registers (ptxas, session 6: at 80 / 128

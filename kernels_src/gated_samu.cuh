@@ -233,12 +233,13 @@ __device__ __forceinline__ SamuShare SamuShareOf(const SamuParams& p, const floa
 // SamuShareOf from the token's saved control values (r_t, i_t) instead of
 // from m_t: sigmoid(-z_r) = 1 - r_t and sigmoid'(z_i) = i_t (1 - i_t), no
 // exp per token (the `chunked` rescan at 16 bits).
-__device__ __forceinline__ SamuShare SamuShareOfControl(const SamuParams& p, const float (&sums)[3], float2 ri) {
-  const float m = sums[2] / static_cast<float>(p.width);
+// w_r, w_i: the controller's weights; inv_w = 1 / W (the caller's, once).
+__device__ __forceinline__ SamuShare SamuShareOfControl(float w_r, float w_i, float inv_w, const float (&sums)[3],
+                                                        float2 ri) {
+  const float m = sums[2] * inv_w;
   const float dz_r = sums[0] * (1.0f - ri.x);
   const float dz_i = sums[1] * (ri.y * (1.0f - ri.y));
-  return {fmaf(p.controller[0], dz_r, p.controller[2] * dz_i) / static_cast<float>(p.width),
-          {dz_r * m, dz_r, dz_i * m, dz_i}};
+  return {fmaf(w_r, dz_r, w_i * dz_i) * inv_w, {dz_r * m, dz_r, dz_i * m, dz_i}};
 }
 
 // One warp per token: reduces the token's unit sums (in unit order per lane,

@@ -314,6 +314,14 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
       : "memory");
 }
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// 16 bytes of this thread's own shared memory at a shared-window address
+// (no generic-to-shared conversion per access). "memory": ordered after the
+// thread's earlier stores to the same bytes.
+__device__ __forceinline__ float4 LoadShared16(unsigned s) {
+  float4 v;
+  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(s) : "memory");
+  return v;
+}
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
