@@ -422,18 +422,17 @@ template <typename T, int CHUNK, int FWD_STRIP>
 __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   using Block = ColumnsBlock<T, kChunkBwdAgg, CHUNK, FWD_STRIP>;
   constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
-  __shared__ float2 s_ri[CHUNK];
+  __shared__ float s_S[CHUNK];  // S_t: the chunk's inclusive prefix sums of r_t from t0
   __shared__ float4 s_u2[kChunkColumnThreads][VEC / 4];
   const Block cb(p, /*reversed=*/false, /*backward=*/true);
   const int half = threadIdx.x / kChunkColumnThreads, col = threadIdx.x % kChunkColumnThreads;
-  const long long tm = cb.span.t0 + (cb.span.t1 - cb.span.t0) / 2;
-  const long long s0 = half == 0 ? tm : cb.span.t0, s1 = half == 0 ? cb.span.t1 : tm;
-  float kd[VEC], gamma[VEC];
+  const int len = static_cast<int>(cb.span.t1 - cb.span.t0), mid = len / 2;
+  const int s0 = half == 0 ? mid : 0, s1 = half == 0 ? len : mid;  // this half's tokens, relative to t0
+  float kd[VEC];
   LoadForwardDecays<T>(kd, p, cb.l);  // a = ex2(k r) at 16 bits: no FMUL by log2(e) per element
-  LoadChannels(gamma, p.gamma, cb.l);
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + (cb.span.b * p.length) * p.width + cb.l.c0;
-  const long long groups = cb.l.nvalid > 0 ? (s1 - s0 + P - 1) / P : 0;
-  auto issue = [&](long long k) { cb.ring.template IssueWalk<true>(k, dys, p.width, s0, s1, cb.l); };
+  const int groups = cb.l.nvalid > 0 ? (s1 - s0 + P - 1) / P : 0;
+  auto issue = [&](int k) { cb.ring.template IssueWalk<true>(k, dys, p.width, cb.span.t0 + s0, cb.span.t0 + s1, cb.l); };
   // The bwd phase's first kernel: dy may be the output of the caller's
   // kernel before it, so it is read only after the wait.
   scan::GridDependencyWait();
@@ -442,28 +441,54 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
 #pragma unroll
     for (int k = 0; k < D - 1; ++k) issue(k);
   }
-  StageControl(s_ri, p, cb.span.b, cb.span.t0, cb.span.t1);
-  if (blockIdx.x == 0 && threadIdx.x < 32) {  // the chunk's sum of r: one warp, fixed order
-    float rsum = 0.0f;
-    for (int i = static_cast<int>(threadIdx.x); i < cb.span.t1 - cb.span.t0; i += 32) rsum += s_ri[i].x;
-    rsum = RowSum<32>(rsum);
-    if (threadIdx.x == 0) ChunkWs(p, cb.lay.sum_r_offset)[cb.span.part] = rsum;
+  // The chunk's aggregate, U = sum over t of (a_t0 ... a_t) gamma dy_t, with
+  // a_t0 ... a_t = exp(k S_t) (samu's decay is one scalar per token): every
+  // token's term is independent (no recurrence: one ex2 and one FFMA per
+  // element, gamma once), the halves add. S by warp 0 (an inclusive scan of
+  // the chunk's r_t, fixed order); S at the chunk's end is its sum of r (the
+  // carry's decay), written by the first column block.
+  if (threadIdx.x < 32) {
+    constexpr int kPer = (CHUNK + 31) / 32;
+    const float2* ctrl = reinterpret_cast<const float2*>(p.ctrl) + cb.span.b * p.length + cb.span.t0;
+    float v[kPer];
+    float run = 0.0f;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const int i = static_cast<int>(threadIdx.x) * kPer + e;
+      run += i < len ? __ldg(&ctrl[i].x) : 0.0f;
+      v[e] = run;
+    }
+    float before = run;  // this lane's total -> the lanes' exclusive prefix
+#pragma unroll
+    for (int o = 1; o < 32; o *= 2) {
+      const float up = __shfl_up_sync(0xffffffffu, before, o);
+      if (static_cast<int>(threadIdx.x) >= o) before += up;
+    }
+    before -= run;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const int i = static_cast<int>(threadIdx.x) * kPer + e;
+      if (i < CHUNK) s_S[i] = before + v[e];
+    }
+    const float total = __shfl_sync(0xffffffffu, before + run, 31);
+    if (blockIdx.x == 0 && threadIdx.x == 0) ChunkWs(p, cb.lay.sum_r_offset)[cb.span.part] = total;
   }
+  __syncthreads();
   float u[VEC];
   Fill(u, 0.0f);
-  for (long long k = 0; k < groups; ++k) {
+  for (int k = 0; k < groups; ++k) {
     issue(k + D - 1);
     CpAsyncWait<D - 1>();
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const long long t = s1 - 1 - k * P - i;
+      const int t = s1 - 1 - k * P - i;
       if (t >= s0) {
         const Pack<T, VEC> pd = *cb.ring.Slot(k, 0, i);
-        const float r = s_ri[t - cb.span.t0].x;
+        const float st = s_S[t];
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
-          const float a = sizeof(T) == 2 ? Ex2Ftz(kd[j] * r) : ExpDecay<T>(kd[j] * r);
-          u[j] = a * fmaf(gamma[j], pd.Get(j), u[j]);
+          const float e = sizeof(T) == 2 ? Ex2Ftz(kd[j] * st) : ExpDecay<T>(kd[j] * st);
+          u[j] = fmaf(e, pd.Get(j), u[j]);
         }
       }
     }
@@ -473,21 +498,15 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
     for (int q = 0; q < VEC / 4; ++q) s_u2[col][q] = make_float4(u[4 * q], u[4 * q + 1], u[4 * q + 2], u[4 * q + 3]);
   }
   __syncthreads();
-  if (half == 0) return;
-  float rs = 0.0f;  // sum of r over [t0, tm), per warp (fixed order)
-  for (int i = static_cast<int>(threadIdx.x % 32); i < tm - cb.span.t0; i += 32) rs += s_ri[i].x;
-  rs = RowSum<32>(rs);
-  if (cb.l.nvalid <= 0) return;
+  if (half == 0 || cb.l.nvalid <= 0) return;
+  float gamma[VEC];
+  LoadChannels(gamma, p.gamma, cb.l);
 #pragma unroll
   for (int q = 0; q < VEC / 4; ++q) {
     const float4 u2 = s_u2[col][q];
     const float v2[4] = {u2.x, u2.y, u2.z, u2.w};
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int j = 4 * q + e;
-      const float d = sizeof(T) == 2 ? Ex2Ftz(kd[j] * rs) : ExpDecay<T>(kd[j] * rs);
-      u[j] = fmaf(d, v2[e], u[j]);
-    }
+    for (int e = 0; e < 4; ++e) u[4 * q + e] = gamma[4 * q + e] * (u[4 * q + e] + v2[e]);
   }
   StoreRow(ChunkWs(p, cb.lay.agg_offset) + cb.span.part * p.width, u, cb.l);
 }
@@ -738,7 +757,7 @@ __global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_fwd_chunk_sca
   gated::SamuChunkForwardScan<T, CHUNK>(p);
 }
 template <typename T, int CHUNK, int FWD_STRIP = 0>
-__global__ void __launch_bounds__(gated::kChunkBwdAggThreads) samu_bwd_chunk_agg(const SamuParams p) {
+__global__ void __launch_bounds__(gated::kChunkBwdAggThreads, 1) samu_bwd_chunk_agg(const SamuParams p) {
   gated::SamuChunkBackwardAgg<T, CHUNK, FWD_STRIP>(p);
 }
 template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0>
