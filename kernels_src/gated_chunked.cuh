@@ -412,12 +412,12 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
 
 // ---- backward -----------------------------------------------------------------------
 
-// Columns: the chunk's u = a (gamma dy + u) from u = 0, last token first.
-// Two halves of kChunkColumnThreads threads on the same channels: half 0
-// walks the later tokens [tm, t1) to U2, half 1 the earlier [t0, tm) to U1,
-// and the chunk's u = U1 + exp(k sum_{[t0, tm)} r) U2 (samu's decay is one
-// scalar per token). Twice the warps of a one-walk block on the same grid:
-// that pass ran at 22% occupancy, latency-bound (Nsight Compute, session 9).
+// Columns: the chunk's u (the reverse scan u = a (gamma dy + u) from u = 0
+// over the chunk) as a sum of independent terms, below. Two halves of
+// kChunkColumnThreads threads on the same channels, each summing half the
+// chunk's tokens (half 0 the later ones), then added: twice the warps of a
+// one-walk block on the same grid (that pass ran at 22% occupancy,
+// latency-bound: Nsight Compute, session 9).
 template <typename T, int CHUNK, int FWD_STRIP>
 __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   using Block = ColumnsBlock<T, kChunkBwdAgg, CHUNK, FWD_STRIP>;
