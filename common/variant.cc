@@ -19,7 +19,8 @@ std::vector<std::string_view> Split(std::string_view text, char sep) {
 }
 
 // One knob as it appears in a name: a letter and a positive integer ("v4").
-// An optional knob (the last one only) is left out of the name at its default 0.
+// An optional knob is left out of the name at its default 0; the knobs keep
+// their order, so a name part is the next knob whose letter it starts with.
 struct KnobSpec {
   char letter;
   int Variant::*field;
@@ -31,7 +32,11 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
     case Algorithm::kSequential:
       return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'p', &Variant::prefetch}};
     case Algorithm::kChunked:
-      return {{'v', &Variant::vec}, {'t', &Variant::threads}, {'c', &Variant::chunk}, {'l', &Variant::strip, true}};
+      return {{'v', &Variant::vec},
+              {'t', &Variant::threads},
+              {'c', &Variant::chunk},
+              {'l', &Variant::strip, true},
+              {'h', &Variant::save_every, true}};
     case Algorithm::kLookback:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},
@@ -130,23 +135,29 @@ StatusOr<Variant> Variant::Parse(std::string_view name) {
                "' (sequential, chunked, lookback, lookbacksmem, lookbackpipe, fused, fusedseg, tscan)");
   }
   const std::vector<KnobSpec> knobs = KnobsOf(v.algorithm);
-  const bool last_optional = !knobs.empty() && knobs.back().optional;
-  if (parts.size() != knobs.size() + 1 && !(last_optional && parts.size() == knobs.size())) {
-    const std::string count = last_optional ? std::to_string(knobs.size() - 1) + " or " + std::to_string(knobs.size())
-                                            : std::to_string(knobs.size());
-    return bad("expected " + count + " knobs after the algorithm");
-  }
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    std::string_view part = parts[i + 1];
-    if (part.size() < 2 || part[0] != knobs[i].letter) {
-      return bad(std::string("knob ") + std::to_string(i + 1) + " must start with '" + knobs[i].letter + "'");
+  size_t required = 0;
+  for (const KnobSpec& knob : knobs) required += knob.optional ? 0 : 1;
+  const std::string count = required == knobs.size() ? std::to_string(required)
+                            : std::to_string(required) + (knobs.size() - required == 1 ? " or " : " to ") +
+                                  std::to_string(knobs.size());
+  size_t next = 1;  // the next name part
+  for (size_t i = 0; i < knobs.size(); ++i) {
+    const bool present = next < parts.size() && !parts[next].empty() && parts[next][0] == knobs[i].letter;
+    if (!present) {
+      if (knobs[i].optional) continue;
+      if (next >= parts.size()) return bad("expected " + count + " knobs after the algorithm");
+      return bad(std::string("knob ") + std::to_string(next) + " must start with '" + knobs[i].letter + "'");
     }
+    std::string_view part = parts[next++];
     int value = 0;
     auto [end, ec] = std::from_chars(part.data() + 1, part.data() + part.size(), value);
-    if (ec != std::errc() || end != part.data() + part.size() || value <= 0) {
+    if (part.size() < 2 || ec != std::errc() || end != part.data() + part.size() || value <= 0) {
       return bad("knob '" + std::string(part) + "' needs a positive integer");
     }
     v.*(knobs[i].field) = value;
+  }
+  if (next != parts.size()) {
+    return bad("unexpected '" + std::string(parts[next]) + "' after the knobs (expected " + count + " knobs)");
   }
   return v;
 }
@@ -170,7 +181,7 @@ int Variant::Complexity() const {
 size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
   for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm,
-                   v.order, v.dim_block, v.state_split, v.segment}) {
+                   v.order, v.dim_block, v.state_split, v.segment, v.save_every}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

@@ -22,7 +22,10 @@
 //       token rows, ceil(W / vec) threads (at most `threads`, the launch
 //       bound); no control, fix-up or look-back. _l{strip}: the forward is
 //       lookback_v2_t256_s{512 / strip}_i16_o3's (control pass, then one
-//       look-back scan that gates each element once), the backward chunked's)
+//       look-back scan that gates each element once), the backward chunked's.
+//       _h{n} (n = 2, 4; fwd_bwd and bwd): the forward saves h at every n-th
+//       token only, and the backward rescan recomputes the rows between from
+//       the x it stages anyway: 2 (n - 1) / n fewer bytes per element.)
 // (v1's `lookbacksmem` family, the tile staged with an fp32 (a, b) region,
 // was dropped in session 4: 1.5-3x slower than `lookback` at every seed
 // shape, never selected; bench/NOTES.md "rglru/samu v4".)
@@ -123,6 +126,8 @@ struct HybridKnobs {
 };
 constexpr HybridKnobs kHybrid[] = {{256, 32, 64},  {512, 32, 64},  {256, 64, 64},  {256, 64, 32},
                                    {512, 64, 64},  {512, 64, 32},  {256, 128, 32}, {512, 128, 32}};
+// Enumerated with saved h at every token (0) and at every 4th (_h4).
+constexpr int kSaveEvery[] = {0, 4};
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -257,13 +262,15 @@ class GatedPlannerImpl final : public OpPlanner {
                           .state_split = k.segments});
     }
     if (IsSamu(op)) {
-      for (const ChunkedKnobs& k : kChunked) {
-        variants.push_back(
-            {.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads, .chunk = k.chunk});
-      }
-      for (const HybridKnobs& k : kHybrid) {
-        variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
-                            .chunk = k.chunk, .strip = k.strip});
+      for (int save : kSaveEvery) {
+        for (const ChunkedKnobs& k : kChunked) {
+          variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                              .chunk = k.chunk, .save_every = save});
+        }
+        for (const HybridKnobs& k : kHybrid) {
+          variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                              .chunk = k.chunk, .strip = k.strip, .save_every = save});
+        }
       }
     }
     return variants;
@@ -288,6 +295,20 @@ class GatedPlannerImpl final : public OpPlanner {
     if (v.chunk < 8 || v.chunk > 4096) return InvalidArgument("chunk " + std::to_string(v.chunk) + " not in [8, 4096]");
     if (v.strip != 0 && v.strip != 32 && v.strip != 64) {
       return InvalidArgument("_l" + std::to_string(v.strip) + ": the look-back forward's strip is 32 or 64 channels");
+    }
+    if (v.save_every != 0) {
+      if (v.save_every != 2 && v.save_every != 4) {
+        return InvalidArgument("_h" + std::to_string(v.save_every) + ": h is saved at every 2nd or 4th token");
+      }
+      if (problem.mode == Mode::kFwd) {
+        return InvalidArgument("_h" + std::to_string(v.save_every) +
+                               " saves h at every " + std::to_string(v.save_every) +
+                               "th token only: a fwd-only caller's h may be read by any backward later");
+      }
+      if (s.length % 4 != 0) {
+        return InvalidArgument("_h" + std::to_string(v.save_every) + ": L " + std::to_string(s.length) +
+                               " is not a multiple of 4 (the backward's groups of 4 tokens meet the saved rows)");
+      }
     }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {
@@ -458,19 +479,28 @@ class GatedPlannerImpl final : public OpPlanner {
     if (IsHybrid(v)) {
       const Variant f = HybridForwardOf(v);
       k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      k.push_back({Role::kFwdScan,
-                   Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order})});
+      k.push_back({Role::kFwdScan, v.save_every == 0 ? Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
+                                                                                          TileOfLookback(f), f.order})
+                                                     : Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
+                                                                                          TileOfLookback(f), f.order,
+                                                                                          v.save_every})});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
-      k.push_back({Role::kBwdScan, Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})});
+      k.push_back({Role::kBwdScan,
+                   v.save_every == 0 ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})
+                                     : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, v.save_every})});
       k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip})});
     } else if (IsChunked(v)) {
       k.push_back({Role::kFwdAgg, Instance("samu_fwd_chunk_agg", dtype, {v.threads, v.chunk})});
       k.push_back({Role::kFwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 0})});
-      k.push_back({Role::kFwdScan, Instance("samu_fwd_chunk_scan", dtype, {v.chunk})});
+      k.push_back({Role::kFwdScan, v.save_every == 0
+                                       ? Instance("samu_fwd_chunk_scan", dtype, {v.chunk})
+                                       : Instance("samu_fwd_chunk_scan", dtype, {v.chunk, v.save_every})});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1})});
-      k.push_back({Role::kBwdScan, Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk})});
+      k.push_back({Role::kBwdScan,
+                   v.save_every == 0 ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk})
+                                     : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, 0, v.save_every})});
       k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk})});
     } else if (v.algorithm == Algorithm::kSequential) {
       if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control", dtype, {v.vec})});

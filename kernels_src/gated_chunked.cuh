@@ -46,6 +46,11 @@ __device__ __forceinline__ float* ChunkWs(const SamuParams& p, long long offset)
   return reinterpret_cast<float*>(static_cast<char*>(p.workspace) + offset);
 }
 
+// Whether step i of a backward rescan group (P = 4 tokens from tg = 3 mod 4
+// down) finds its h_{tg-1-i} saved by a forward that keeps every save-th
+// row (t = save - 1 mod save): tg - 1 - i = 2 - i mod 4.
+constexpr bool ChunkSavedStep(int i, int save) { return (6 - i) % save == save - 1; }
+
 // -8 softplus(lambda) of this thread's channels (0 past W).
 template <typename T, int VEC>
 __device__ __forceinline__ void LoadDecays(float (&sp)[VEC], const SamuParams& p, const Lanes& l) {
@@ -281,10 +286,11 @@ __device__ __forceinline__ void SamuChunkForwardAgg(const SamuParams& p) {
 }
 
 // Columns: the rescan from the chunk's entering state, 3 groups of 8 tokens in flight.
-template <typename T, int CHUNK>
+template <typename T, int CHUNK, int SAVE>
 __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   using Block = ColumnsBlock<T, kChunkFwdScan, CHUNK>;
   constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
+  static_assert(P % SAVE == 0 && CHUNK % SAVE == 0, "saved rows at t = SAVE - 1 mod SAVE");
   __shared__ float2 s_ri[CHUNK];
   // Chunks in the reverse order of the local pass's: the x it read last is read first, from L2.
   const Block cb(p, /*reversed=*/true, /*backward=*/false);
@@ -326,7 +332,7 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
           y[j] = gamma[j] * h[j];
         }
         const long long off = row0 + t * p.width;
-        StorePack<T, VEC>(static_cast<T*>(p.h) + off, h, cb.l.wide, cb.l.nvalid);
+        if (SAVE == 1 || i % SAVE == SAVE - 1) StorePack<T, VEC>(static_cast<T*>(p.h) + off, h, cb.l.wide, cb.l.nvalid);
         StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, cb.l.wide, cb.l.nvalid);
       }
     }
@@ -516,11 +522,21 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
 // sums per token met in the block (RowSums8 per warp, warps in order;
 // double-buffered, one barrier per group), dm_t / W and the controller terms
 // by the lanes below 4, then dx stored once. Parameter partials per block.
-template <typename T, int THREADS, int CHUNK, int FWD_STRIP>
+//
+// SAVE > 1 (_h{SAVE}): the forward saved h at tokens t = SAVE - 1 mod SAVE
+// only (L and CHUNK multiples of 4, so a group's first token tg is 3 mod 4
+// and its step i's h_{tg-1-i} is saved where ChunkSavedStep(i, SAVE)); the
+// group loads those rows and recomputes the others forward from them, each
+// from the x its next step staged (h_{t} = a_t h_{t-1} + s_t i_t beta x_t,
+// the forward's gate), into the h slots the steps read. The sequence's
+// first group starts from h0.
+template <typename T, int THREADS, int CHUNK, int FWD_STRIP, int SAVE>
 __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   constexpr int VEC = kChunkVec;
   using Ring = PackRing<T, kChunkBwdScan>;
   constexpr int P = Ring::kSteps, D = Ring::kStages;
+  static_assert(SAVE == 1 || (P == 4 && CHUNK % 4 == 0 && ChunkSavedStep(P - 1, SAVE)),
+                "a group's last step's h is saved");
   constexpr int kCalls = (3 * P + 7) / 8;  // RowSums8 calls per group
   constexpr bool kLean = sizeof(T) == 2;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -568,10 +584,30 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     if (k < groups) {
       const long long t = sp_.t1 - 1 - static_cast<long long>(k) * P;  // h_{t-1} exists for t >= 1
       const long long count = t - sp_.t0 + 1;
-      if (l.wide && count >= P && t >= P) {
-        ring.IssueFull(ring.SlotShared(k) + 2 * P * pitch, pitch, hs + (t - 1) * w, -w);
-      } else {
-        ring.Issue(k, 2, hs + (t - 1) * w, -w, count < t ? count : t, l);
+      if constexpr (SAVE == 1) {
+        if (l.wide && count >= P && t >= P) {
+          ring.IssueFull(ring.SlotShared(k) + 2 * P * pitch, pitch, hs + (t - 1) * w, -w);
+        } else {
+          ring.Issue(k, 2, hs + (t - 1) * w, -w, count < t ? count : t, l);
+        }
+      } else {  // the saved rows only
+        const long long rows = count < t ? count : t;
+        if (l.wide && count >= P && t >= P) {
+          const unsigned dst = ring.SlotShared(k) + 2 * P * pitch;
+#pragma unroll
+          for (int i = 0; i < P; ++i) {
+            if (!ChunkSavedStep(i, SAVE)) continue;
+#pragma unroll
+            for (int q = 0; q < int(sizeof(typename Ring::P8)) / 16; ++q) {
+              CpAsync16Shared(dst + i * pitch + 16 * q, reinterpret_cast<const char*>(hs + (t - 1 - i) * w) + 16 * q);
+            }
+          }
+        } else {
+#pragma unroll
+          for (int i = 0; i < P; ++i) {
+            if (ChunkSavedStep(i, SAVE)) ring.Fetch(ring.Slot(k, 2, i), hs + (t - 1 - i) * w, l, i < rows);
+          }
+        }
       }
     }
     CpAsyncCommit();
@@ -608,6 +644,33 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     typename Ring::P8* const slot = ring.Slot(k, 0, 0);
     const unsigned slot_s = ring.SlotShared(k);
     const int live = span - k * P;  // tokens of the group inside the chunk (>= 1)
+    if constexpr (SAVE > 1) {  // live == P: L and CHUNK are multiples of 4
+      float hr[VEC];
+      if (tg >= P) {
+        const Pack<T, VEC> ph = slot[(2 * P + P - 1) * blockDim.x];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) hr[j] = ph.Get(j);
+      } else {
+        LoadRow(hr, p.h0 != nullptr ? p.h0 + sp_.b * p.width : nullptr, l);
+      }
+#pragma unroll
+      for (int i = P - 2; i >= 0; --i) {
+        if (ChunkSavedStep(i, SAVE)) {
+          const Pack<T, VEC> ph = slot[(2 * P + i) * blockDim.x];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) hr[j] = ph.Get(j);
+        } else {  // h_{tg-1-i} from h_{tg-2-i}: token tg - 1 - i is step i + 1's
+          const Pack<T, VEC> px = slot[(i + 1) * blockDim.x];
+          const float2 ri = s_ri[live - 2 - i];
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) {
+            const GateAS g = ForwardGateLn<T>(sp[j] * ri.x);
+            hr[j] = fmaf(g.a, hr[j], g.s * ri.y * beta[j] * px.Get(j));
+          }
+          StorePack<T, VEC>(reinterpret_cast<T*>(slot + (2 * P + i) * blockDim.x), hr, true, VEC);
+        }
+      }
+    }
     float v[kCalls][8];
 #pragma unroll
     for (int c = 0; c < kCalls; ++c) Fill(v[c], 0.0f);
@@ -752,17 +815,17 @@ template <typename T, int CHUNK, int REVERSE, int FWD_STRIP = 0>
 __global__ void __launch_bounds__(gated::kCarrySlices * 32) samu_chunk_carry(const SamuParams p) {
   gated::SamuChunkCarry<T, CHUNK, REVERSE != 0, FWD_STRIP>(p);
 }
-template <typename T, int CHUNK>
+template <typename T, int CHUNK, int SAVE = 1>
 __global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_fwd_chunk_scan(const SamuParams p) {
-  gated::SamuChunkForwardScan<T, CHUNK>(p);
+  gated::SamuChunkForwardScan<T, CHUNK, SAVE>(p);
 }
 template <typename T, int CHUNK, int FWD_STRIP = 0>
 __global__ void __launch_bounds__(gated::kChunkBwdAggThreads, 1) samu_bwd_chunk_agg(const SamuParams p) {
   gated::SamuChunkBackwardAgg<T, CHUNK, FWD_STRIP>(p);
 }
-template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0>
+template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0, int SAVE = 1>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
-  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP>(p);
+  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE>(p);
 }
 template <typename T, int CHUNK, int FWD_STRIP = 0>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_chunk_finalize(const SamuParams p) {

@@ -1030,10 +1030,11 @@ constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
 // rows are loaded before the staging wait; (a, b) stay in registers.
 // FUSED (the `fused` family): no control kernel before it; the strips of
 // the time tile meet for m_t once x is staged (SamuMeetForward).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
+  static_assert(SAVE == 1 || (kSteps % SAVE == 0 && TILE % SAVE == 0), "saved rows at t = SAVE - 1 mod SAVE");
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_in = reinterpret_cast<T*>(smem);
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
@@ -1190,7 +1191,10 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       y[j] = gamma[j] * s[j];
     }
     if (kIn || t < p.length) {
-      StorePack<T, VEC>(h_row, s, kIn || le.wide, le.nvalid);
+      // SAVE > 1 (`chunked` _h{SAVE}): h at every SAVE-th token only (rows
+      // t = SAVE - 1 mod SAVE: row0 and the tile's base are multiples of 16);
+      // the backward rescan recomputes the rows between.
+      if (SAVE == 1 || i % SAVE == SAVE - 1) StorePack<T, VEC>(h_row, s, kIn || le.wide, le.nvalid);
       StorePack<T, VEC>(y_row, y, kIn || le.wide, le.nvalid);
       if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, le);
     }
@@ -1652,9 +1656,9 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
   scan::LaunchDependents();
   gated::SamuControlFast<T>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1>
 __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE)) samu_fwd_held(const SamuParams p) {
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)

@@ -61,6 +61,17 @@ TEST(VariantNames, KnownNamesParse) {
   EXPECT_EQ(pipe->blocks_per_sm, 3);
   EXPECT_EQ(pipe->Name(), "lookbackpipe_v4_t256_c64_i128_b3");
   EXPECT_FALSE(Variant::Parse("lookbackpipe_v4_t256_c64_i128").ok());
+  // chunked's two optional knobs, each left out at 0, in their order.
+  for (const char* name : {"chunked_v8_t256_c32", "chunked_v8_t256_c32_l64", "chunked_v8_t256_c32_h4",
+                           "chunked_v8_t256_c32_l64_h4"}) {
+    StatusOr<Variant> parsed = Variant::Parse(name);
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
+    EXPECT_EQ(parsed->Name(), name);
+  }
+  StatusOr<Variant> sparse = Variant::Parse("chunked_v8_t256_c32_h4");
+  ASSERT_TRUE(sparse.ok());
+  EXPECT_EQ(sparse->strip, 0);
+  EXPECT_EQ(sparse->save_every, 4);
 }
 
 TEST(VariantNames, BadNamesAreRejectedWithReasons) {
@@ -70,12 +81,14 @@ TEST(VariantNames, BadNamesAreRejectedWithReasons) {
   };
   for (const Case& c : {Case{"", "unknown algorithm"}, Case{"bogus_v4", "unknown algorithm"},
                         Case{"lookback_v4_t256_s8", "expected 4 or 5 knobs"},
-                        Case{"lookback_v4_t256_s8_i8_x1", "must start with 'o'"},
+                        Case{"lookback_v4_t256_s8_i8_x1", "unexpected 'x1'"},
                         Case{"lookback_v4_t256_s8_i8_o2_x1", "expected 4 or 5 knobs"},
                         Case{"lookback_t256_v4_s8_i8", "must start with 'v'"},
                         Case{"sequential_v0_t128_p4", "positive integer"},
                         Case{"sequential_v-2_t128_p4", "positive integer"},
-                        Case{"chunked_v2_t128_c", "must start with 'c'"},
+                        Case{"chunked_v2_t128_c", "positive integer"},
+                        Case{"chunked_v8_t256_c32_h4_l64", "unexpected 'l64'"},
+                        Case{"chunked_v8_t256_c32_h0", "positive integer"},
                         Case{"chunked_v2_t12x_c64", "positive integer"},
                         Case{"lookbacksmem_v8_t128_c64", "expected 4 or 5 knobs"},
                         Case{"lookbacksmem_v8_t128_s8_i256", "must start with 'c'"},

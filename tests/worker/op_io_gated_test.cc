@@ -160,7 +160,12 @@ TEST(OpIoGated, SamuPrepareMatchesTheReference) {
     const std::vector<double> h_stored = Rounded(fwd.h, p.dtype);
     if (mode != Mode::kBwd) {
       EXPECT_EQ(Ref(c, "y"), fwd.y);
-      EXPECT_EQ(Ref(c, "h"), fwd.h);
+      // fwd_bwd: the saved h is the backend's (chunked _h4 saves every 4th row); the gradients check it.
+      if (mode == Mode::kFwd) {
+        EXPECT_EQ(Ref(c, "h"), fwd.h);
+      } else {
+        EXPECT_TRUE(Ref(c, "h").empty());
+      }
       EXPECT_EQ(Ref(c, "ctrl"), fwd.control);
       EXPECT_EQ(Ref(c, "h_final"), fwd.h_final);
     } else {
