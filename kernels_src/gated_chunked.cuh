@@ -667,7 +667,22 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
             const GateAS g = ForwardGateLn<T>(sp[j] * ri.x);
             hr[j] = fmaf(g.a, hr[j], g.s * ri.y * beta[j] * px.Get(j));
           }
-          StorePack<T, VEC>(reinterpret_cast<T*>(slot + (2 * P + i) * blockDim.x), hr, true, VEC);
+          // Rounded to T as the forward stores h, by st.shared (a plain
+          // store let the compiler forward hr to the steps' loads in
+          // registers: 124-220 bytes spilled).
+          Pack<T, VEC> ph;
+          if constexpr (sizeof(T) == 2) {
+#pragma unroll
+            for (int q = 0; q < VEC / 2; ++q) ph.u[q] = scan::PackPair<T>(hr[2 * q], hr[2 * q + 1]);
+          } else {
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) ph.u[j] = __float_as_uint(hr[j]);
+          }
+#pragma unroll
+          for (int q = 0; q < Pack<T, VEC>::kU32 / 4; ++q) {
+            StoreShared16(slot_s + (2 * P + i) * pitch + 16 * q, ph.u[4 * q], ph.u[4 * q + 1], ph.u[4 * q + 2],
+                          ph.u[4 * q + 3]);
+          }
         }
       }
     }

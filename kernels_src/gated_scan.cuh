@@ -322,6 +322,12 @@ __device__ __forceinline__ float4 LoadShared16(unsigned s) {
   asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(s) : "memory");
   return v;
 }
+// 16 bytes into this thread's own shared memory at a shared-window address.
+// "memory": the compiler keeps it in order with the loads of the same bytes
+// and does not forward the stored registers to them.
+__device__ __forceinline__ void StoreShared16(unsigned s, unsigned a, unsigned b, unsigned c, unsigned d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(s), "r"(a), "r"(b), "r"(c), "r"(d) : "memory");
+}
 template <int N>
 __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
