@@ -339,6 +339,216 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   }
 }
 
+// ---- the rows look-back forward (chunked_..._f{tile}) --------------------------------
+//
+// One block per (tile of TILE tokens, b) on a (tiles, B) grid whose linear
+// block order is the look-back order (BlockTile's reasoning), all W
+// channels of the tile's rows, 8 per thread (ceil(W / 8) threads rounded to
+// a warp), so the control pass and the second read of x are gone:
+//   1. x of the tile into shared memory by cp.async ([t][thread] 16-byte
+//      packs: each thread reads back only its own);
+//   2. m_t met in the block (RowSums8 per warp, one barrier), (r_t, i_t) by
+//      the lanes < TILE of every warp, written to p.ctrl by warp 0, and
+//      their prefix sums S_t of r;
+//   3. each channel's local scan from 0 (ForwardGate per element), its
+//      state H_t left in the thread's own x slot (rounded to T: the later h
+//      is a T value; fp32 keeps fp32);
+//   4. the look-back, per thread for its own 8 channels (packed words,
+//      gated_layout.h RowsForwardLayout; launch epochs): publish {H, agg} and
+//      the tile's {R, agg}, walk back to an inclusive state, publish
+//      {A h_in + H, inclusive} with A = exp(k R);
+//   5. h_t = exp(k S_t) h_in + H_t, y_t = gamma h_t: y every row, h every
+//      SAVE-th (t = SAVE - 1 mod SAVE); h_final from the last tile's inclusive.
+// Bytes per element (16-bit): x 2 + y 2 + h 2 / SAVE, plus 16 / TILE of look-back words.
+template <typename T, int THREADS, int TILE, int SAVE>
+__device__ __forceinline__ void SamuRowsForward(const SamuParams& p) {
+  constexpr int VEC = kChunkVec;
+  using P8 = Pack<T, VEC>;
+  static_assert(TILE % 8 == 0 && TILE <= 32, "RowSums8 per 8 tokens; the lanes < TILE hold (r_t, i_t)");
+  static_assert(SAVE == 1 || TILE % SAVE == 0, "saved rows at t = SAVE - 1 mod SAVE");
+  extern __shared__ __align__(16) unsigned char smem[];
+  __shared__ float s_sum[THREADS / 32][TILE];
+  __shared__ unsigned s_tag;
+  P8* const s_x = reinterpret_cast<P8*>(smem);
+  const RowsForwardLayout lay = MakeRowsForwardLayout(p.batch, p.length, p.width, TILE);
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
+  const long long tile = blockIdx.x, b = blockIdx.y, base = tile * TILE;
+  const Lanes l = MakeLanes<T, VEC>(static_cast<long long>(tid) * VEC, p.width, SamuAligned<T, VEC>(p, false));
+  const unsigned sx = static_cast<unsigned>(__cvta_generic_to_shared(smem)) + tid * unsigned(sizeof(P8));
+  const unsigned pitch = blockDim.x * unsigned(sizeof(P8));
+  // The phase's first kernel: x and the parameters may come from the
+  // caller's kernel before it, so everything is read after the wait.
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  unsigned* header = static_cast<unsigned*>(p.workspace);
+  if (tid == 0) s_tag = scan::EpochTag(header);
+  const T* __restrict__ xs = static_cast<const T*>(p.x) + (b * p.length + base) * p.width + l.c0;
+#pragma unroll
+  for (int t = 0; t < TILE; ++t) {
+    const bool valid = base + t < p.length && l.nvalid > 0;
+    if (valid && l.wide) {
+#pragma unroll
+      for (int q = 0; q < int(sizeof(P8)) / 16; ++q) {
+        CpAsync16Shared(sx + t * pitch + 16 * q, reinterpret_cast<const char*>(xs + t * p.width) + 16 * q);
+      }
+    } else {
+      P8 pk;
+      pk.Clear();
+      if (valid) LoadPack(pk, xs + t * p.width, false, l.nvalid);
+      s_x[t * blockDim.x + tid] = pk;
+    }
+  }
+  CpAsyncCommit();
+  float k[VEC], beta[VEC];
+  LoadForwardDecays<T>(k, p, l);  // log2 units at 16 bits (ForwardGate's ex2 takes k r as is)
+  LoadChannels(beta, p.beta, l);
+  CpAsyncWait<0>();
+#pragma unroll
+  for (int c = 0; c < TILE / 8; ++c) {
+    float v[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const P8 px = s_x[(8 * c + i) * blockDim.x + tid];
+      v[i] = 0.0f;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) v[i] += px.Get(j);
+    }
+    const float total = RowSums8<32>(v);
+    if (lane % 4 == 0) s_sum[warp][8 * c + RowSumIndex<32>(lane)] = total;
+  }
+  __syncthreads();
+  float2 ri = make_float2(0.0f, 0.0f);  // 0 past L: a = 1, b = 0 there
+  if (lane < TILE && base + lane < p.length) {
+    float sum = 0.0f;
+    for (int w = 0; w < warps; ++w) sum += s_sum[w][lane];
+    ri = SamuControlOf(p, sum);
+    if (warp == 0) reinterpret_cast<float2*>(p.ctrl)[b * p.length + base + lane] = ri;
+  }
+  float S = ri.x;  // inclusive prefix sums of r over the lanes (tokens)
+#pragma unroll
+  for (int o = 1; o < 32; o *= 2) {
+    const float up = __shfl_up_sync(0xffffffffu, S, o);
+    if (lane >= o) S += up;
+  }
+  const float R = __shfl_sync(0xffffffffu, S, TILE - 1);
+  // 3. the local scan from 0; H_t into the thread's own x slot.
+  float H[VEC];
+  Fill(H, 0.0f);
+#pragma unroll(sizeof(T) == 4 ? 1 : 4)
+  for (int t = 0; t < TILE; ++t) {
+    const float r = __shfl_sync(0xffffffffu, ri.x, t), ii = __shfl_sync(0xffffffffu, ri.y, t);
+    const P8 px = s_x[t * blockDim.x + tid];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) {
+      const GateAS g = ForwardGate<T>(k[j] * r);
+      H[j] = fmaf(g.a, H[j], g.s * (ii * beta[j]) * px.Get(j));
+    }
+    P8 ph;
+    if constexpr (sizeof(T) == 2) {
+#pragma unroll
+      for (int q = 0; q < VEC / 2; ++q) ph.u[q] = scan::PackPair<T>(H[2 * q], H[2 * q + 1]);
+    } else {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) ph.u[j] = __float_as_uint(H[j]);
+    }
+#pragma unroll
+    for (int q = 0; q < P8::kU32 / 4; ++q) {
+      StoreShared16(sx + t * pitch + 16 * q, ph.u[4 * q], ph.u[4 * q + 1], ph.u[4 * q + 2], ph.u[4 * q + 3]);
+    }
+  }
+  // 4. the look-back over this thread's channels.
+  auto decay = [](float z) { return sizeof(T) == 2 ? Ex2Ftz(z) : expf(z); };
+  float A[VEC], carry[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) A[j] = decay(k[j] * R);
+  unsigned long long* const ws = static_cast<unsigned long long*>(p.workspace);
+  unsigned long long* const rwords = ws + lay.rword_offset / 8 + b * lay.tiles;
+  unsigned long long* const words = ws + lay.word_offset / 8 + (b * lay.tiles) * lay.pitch + tid * VEC;
+  unsigned long long* const mine = words + tile * lay.pitch;
+  const unsigned tag = s_tag;
+  using scan::FlagOf;
+  using scan::LoadWord;
+  using scan::PackWord;
+  using scan::StoreWord;
+  using scan::ValueOf;
+  if (tile == 0) {
+    LoadRow(carry, p.h0 != nullptr ? p.h0 + b * p.width : nullptr, l);
+  } else {
+    if (tid == 0) StoreWord(rwords + tile, PackWord(R, tag + kFlagAggregate));
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) StoreWord(mine + j, PackWord(H[j], tag + kFlagAggregate));
+    float accA[VEC], accH[VEC];
+    Fill(accA, 1.0f);
+    Fill(accH, 0.0f);
+    unsigned pending = (1u << VEC) - 1u;
+    for (long long kk = tile - 1; pending != 0; --kk) {
+      const unsigned long long* const wk = words + kk * lay.pitch;
+      unsigned todo = pending;  // this predecessor's channels not yet read
+      bool have_r = false;
+      float rk = 0.0f;
+      while (todo != 0) {
+        unsigned long long w[VEC];
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) w[j] = (todo >> j & 1u) ? LoadWord(wk + j) : 0ull;
+#pragma unroll
+        for (int j = 0; j < VEC; ++j) {
+          if (!(todo >> j & 1u)) continue;
+          const unsigned f = FlagOf(w[j]);
+          if (f == tag + kFlagInclusive) {
+            carry[j] = fmaf(accA[j], ValueOf(w[j]), accH[j]);
+            pending &= ~(1u << j);
+            todo &= ~(1u << j);
+          } else if (f == tag + kFlagAggregate) {
+            if (!have_r) {
+              unsigned long long rw;
+              while (FlagOf(rw = LoadWord(rwords + kk)) != tag + kFlagAggregate) {
+              }
+              rk = ValueOf(rw);
+              have_r = true;
+            }
+            accH[j] = fmaf(accA[j], ValueOf(w[j]), accH[j]);
+            accA[j] *= decay(k[j] * rk);
+            todo &= ~(1u << j);
+          }
+        }
+      }
+    }
+  }
+  float incl[VEC];
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    incl[j] = fmaf(A[j], carry[j], H[j]);
+    StoreWord(mine + j, PackWord(incl[j], tag + kFlagInclusive));
+  }
+  // Every look-back of the block is over (it reads no slot again): the
+  // arrival, finished at the block's end (EpochArrival).
+  __syncthreads();
+  scan::EpochArrival arrival;
+  if (tid == 0) arrival.Arrive(header, gridDim.x * gridDim.y);
+  if (l.nvalid <= 0) return;
+  // 5. the outputs.
+  float gamma[VEC];
+  LoadChannels(gamma, p.gamma, l);
+  T* h_row = static_cast<T*>(p.h) + (b * p.length + base) * p.width + l.c0;
+  T* y_row = static_cast<T*>(p.y) + (b * p.length + base) * p.width + l.c0;
+#pragma unroll(sizeof(T) == 4 ? 1 : 4)
+  for (int t = 0; t < TILE; ++t, h_row += p.width, y_row += p.width) {
+    const float st = __shfl_sync(0xffffffffu, S, t);
+    if (base + t < p.length) {
+      const P8 pk = s_x[t * blockDim.x + tid];
+      float hv[VEC], yv[VEC];
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        hv[j] = fmaf(decay(k[j] * st), carry[j], pk.Get(j));
+        yv[j] = gamma[j] * hv[j];
+      }
+      if (SAVE == 1 || t % SAVE == SAVE - 1) StorePack<T, VEC>(h_row, hv, l.wide, l.nvalid);
+      StorePack<T, VEC>(y_row, yv, l.wide, l.nvalid);
+    }
+  }
+  if (tile == lay.tiles - 1 && p.h_final != nullptr) StoreRow(p.h_final + b * p.width, incl, l);
+}
+
 // ---- carries ------------------------------------------------------------------------
 
 // One block: 32 channels x blockDim.x / 32 slices (at most kCarrySlices),
@@ -825,6 +1035,10 @@ __device__ __forceinline__ void SamuChunkFinalize(const SamuParams& p) {
 template <typename T, int THREADS, int CHUNK>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_fwd_chunk_agg(const SamuParams p) {
   gated::SamuChunkForwardAgg<T, THREADS, CHUNK>(p);
+}
+template <typename T, int THREADS, int TILE, int SAVE = 1>
+__global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_fwd_rows(const SamuParams p) {
+  gated::SamuRowsForward<T, THREADS, TILE, SAVE>(p);
 }
 template <typename T, int CHUNK, int REVERSE, int FWD_STRIP = 0>
 __global__ void __launch_bounds__(gated::kCarrySlices * 32) samu_chunk_carry(const SamuParams p) {
