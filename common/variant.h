@@ -39,8 +39,6 @@ struct Variant {
                       // lookback_v2_t256_s16_i16_o3, the backward chunked's)
   int tile = 0;       // kLookbackSmem, kLookbackPipe: timesteps per tile (staged in shared memory)
   int blocks_per_sm = 0;  // kLookbackPipe: persistent blocks per SM (at most; fewer where shared memory is short)
-  int fwd_tile = 0;       // kChunked (samu): 0, or the rows look-back forward's tile ("_f16": samu_fwd_rows,
-                          // whole token rows, no control pass), exclusive with strip
   int save_every = 0;     // kChunked (samu): 0 saves h at every token; n (2, 4) saves it at every n-th
                           // and the backward recomputes the rows between from x ("_h4")
   int order = 0;          // kLookbackSmem: 0 tiles by atomic ticket; 1 by block index (no ticket; "_o1")

@@ -23,9 +23,6 @@
 //       bound); no control, fix-up or look-back. _l{strip}: the forward is
 //       lookback_v2_t256_s{512 / strip}_i16_o3's (control pass, then one
 //       look-back scan that gates each element once), the backward chunked's.
-//       _f{tile}: the forward is samu_fwd_rows (whole token rows per tile of
-//       `tile` tokens, m_t met in the block, a per-channel decoupled look-back:
-//       x read once, no control pass), the backward chunked's.
 //       _h{n} (n = 2, 4; fwd_bwd and bwd): the forward saves h at every n-th
 //       token only, and the backward rescan recomputes the rows between from
 //       the x it stages anyway: 2 (n - 1) / n fewer bytes per element.)
@@ -129,12 +126,6 @@ struct HybridKnobs {
 };
 constexpr HybridKnobs kHybrid[] = {{256, 32, 64},  {512, 32, 64},  {256, 64, 64},  {256, 64, 32},
                                    {512, 64, 64},  {512, 64, 32},  {256, 128, 32}, {512, 128, 32}};
-// ... with the rows look-back forward (_f{tile}): {threads, chunk, tile}.
-struct RowsForwardKnobs {
-  int threads, chunk, tile;
-};
-constexpr RowsForwardKnobs kRowsForward[] = {{256, 32, 16}, {256, 64, 16}, {256, 128, 16},
-                                             {512, 32, 16}, {512, 64, 16}, {512, 128, 16}};
 // Enumerated with saved h at every token (0) and at every 4th (_h4).
 constexpr int kSaveEvery[] = {0, 4};
 
@@ -178,10 +169,6 @@ Variant HeldOf(const Variant& v) {
 }
 bool IsChunked(const Variant& v) { return v.algorithm == Algorithm::kChunked; }
 bool IsHybrid(const Variant& v) { return IsChunked(v) && v.strip != 0; }
-// `chunked` _f{tile}: the rows look-back forward (samu_fwd_rows), the backward chunked's.
-bool IsRowsForward(const Variant& v) { return IsChunked(v) && v.fwd_tile != 0; }
-// The backward kernels' FWD_STRIP: where their sections start (gated_layout.h HybridBase).
-int ForwardCode(const Variant& v) { return v.fwd_tile != 0 ? -v.fwd_tile : v.strip; }
 // The `lookback` point whose forward a `chunked` _l{strip} runs (gated_layout.h, HybridBase).
 Variant HybridForwardOf(const Variant& v) {
   const int segments = gated::HybridSegments(v.strip);
@@ -202,11 +189,6 @@ int64_t ChunkedStaticSmem(const Variant& v, int pass) {
     default: return ri;
   }
 }
-// samu_fwd_rows: the tile's x packs [tile][rows] (dynamic), the warps' row sums and the epoch tag (static).
-int64_t RowsForwardSmem(int tile, int64_t rows, int elem_bytes) {
-  return int64_t{tile} * rows * gated::kChunkVec * elem_bytes;
-}
-int64_t RowsForwardStaticSmem(const Variant& v) { return (v.threads / 32) * int64_t{v.fwd_tile} * 4 + 16; }
 bool IsHeld(const Variant& v) { return v.algorithm == Algorithm::kLookback || IsFused(v); }
 // `lookback` _o2: block-index tiles, packed look-back, launch epochs, PDL.
 bool IsPacked(const Variant& v) { return v.algorithm == Algorithm::kLookback && v.order >= 2; }
@@ -289,10 +271,6 @@ class GatedPlannerImpl final : public OpPlanner {
           variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
                               .chunk = k.chunk, .strip = k.strip, .save_every = save});
         }
-        for (const RowsForwardKnobs& k : kRowsForward) {
-          variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
-                              .chunk = k.chunk, .fwd_tile = k.tile, .save_every = save});
-        }
       }
     }
     return variants;
@@ -318,12 +296,6 @@ class GatedPlannerImpl final : public OpPlanner {
     if (v.strip != 0 && v.strip != 32 && v.strip != 64) {
       return InvalidArgument("_l" + std::to_string(v.strip) + ": the look-back forward's strip is 32 or 64 channels");
     }
-    if (v.fwd_tile != 0) {
-      if (v.strip != 0) return InvalidArgument("_l and _f name two forwards: one of them");
-      if (v.fwd_tile != 8 && v.fwd_tile != 16 && v.fwd_tile != 32) {
-        return InvalidArgument("_f" + std::to_string(v.fwd_tile) + ": the rows forward's tile is 8, 16 or 32 tokens");
-      }
-    }
     if (v.save_every != 0) {
       if (v.save_every != 2 && v.save_every != 4) {
         return InvalidArgument("_h" + std::to_string(v.save_every) + ": h is saved at every 2nd or 4th token");
@@ -345,15 +317,6 @@ class GatedPlannerImpl final : public OpPlanner {
                                std::to_string(v.threads));
     }
     const int elem = static_cast<int>(ElementBytes(problem.dtype));
-    if (v.fwd_tile != 0) {
-      const int64_t shared = RowsForwardSmem(v.fwd_tile, rows, elem) + RowsForwardStaticSmem(v);
-      if (shared > device.max_shared_per_block) {
-        return ResourceExhausted("the rows forward's tile of " + std::to_string(v.fwd_tile) + " x " +
-                                 std::to_string(s.width) + " channels takes " + std::to_string(shared) +
-                                 " bytes of shared memory, over " + std::to_string(device.max_shared_per_block));
-      }
-      RETURN_IF_ERROR(CheckGrid(CeilDiv(s.length, v.fwd_tile), kMaxGridX, "rows forward grid.x (tiles)"));
-    }
     for (int pass : {gated::kChunkFwdAgg, gated::kChunkBwdScan}) {
       const int64_t shared = ChunkedSmem(pass, static_cast<int>(rows), elem) + ChunkedStaticSmem(v, pass);
       if (shared > device.max_shared_per_block) {
@@ -513,18 +476,7 @@ class GatedPlannerImpl final : public OpPlanner {
     const std::string pre = Prefix(op);
     const bool samu = IsSamu(op);
     std::vector<Kernel> k;
-    if (IsRowsForward(v)) {
-      const int code = ForwardCode(v);
-      k.push_back({Role::kFwdScan, v.save_every == 0
-                                       ? Instance("samu_fwd_rows", dtype, {v.threads, v.fwd_tile})
-                                       : Instance("samu_fwd_rows", dtype, {v.threads, v.fwd_tile, v.save_every})});
-      k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, code})});
-      k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, code})});
-      k.push_back({Role::kBwdScan,
-                   v.save_every == 0 ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, code})
-                                     : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, code, v.save_every})});
-      k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, code})});
-    } else if (IsHybrid(v)) {
+    if (IsHybrid(v)) {
       const Variant f = HybridForwardOf(v);
       k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
       k.push_back({Role::kFwdScan, v.save_every == 0 ? Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
@@ -610,16 +562,14 @@ class GatedPlannerImpl final : public OpPlanner {
     };
     if (IsChunked(v)) {
       // Rows (chunks, B); columns (ceil(W / (128 vec)), chunks, B); carries (ceil(W / 32), B).
-      const gated::ChunkedLayout lay = gated::MakeChunkedLayout(s.batch, s.length, s.width, v.chunk, ForwardCode(v));
+      const gated::ChunkedLayout lay = gated::MakeChunkedLayout(s.batch, s.length, s.width, v.chunk, v.strip);
       const int rows = static_cast<int>(RowsThreads(v, s.width));
       const int64_t columns = CeilDiv(s.width, int64_t{gated::kChunkColumnThreads} * v.vec);
       const int64_t carry_x = CeilDiv(s.width, 32);
       const int carry_threads = gated::CarrySlices(lay.chunks) * 32;
       const int elem = static_cast<int>(ElementBytes(problem.dtype));
       const int cols = gated::kChunkColumnThreads;
-      if (HasFwd(problem.mode) && IsRowsForward(v)) {
-        add(Role::kFwdScan, "fwd", CeilDiv(s.length, v.fwd_tile), s.batch, rows, RowsForwardSmem(v.fwd_tile, rows, elem));
-      } else if (HasFwd(problem.mode) && IsHybrid(v)) {
+      if (HasFwd(problem.mode) && IsHybrid(v)) {
         // lookback _o3's forward on its (strips, B, tiles) grid (block-index tiles, packed look-back).
         const Variant f = HybridForwardOf(v);
         const gated::Layout held = LayoutFor(f, problem);
@@ -639,7 +589,7 @@ class GatedPlannerImpl final : public OpPlanner {
       }
       for (Launch& launch : plan.launches) launch.dependent_launch = true;
       plan.workspace_bytes = static_cast<uint64_t>(lay.total_bytes);
-      if (IsHybrid(v) || IsRowsForward(v)) {
+      if (IsHybrid(v)) {
         // The look-back region before lay's sections (HybridBase): zeroed once (launch epochs).
         plan.workspace_zero_bytes = static_cast<uint64_t>(lay.sum_r_offset);
         plan.workspace_zero_once = true;

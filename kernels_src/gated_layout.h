@@ -154,35 +154,9 @@ constexpr int kHybridThreads = 256;
 constexpr int kHybridItems = 16;
 GATED_HD constexpr int HybridSegments(int strip) { return kHybridThreads * kHybridVec / strip; }
 GATED_HD constexpr int HybridTile(int strip) { return HybridSegments(strip) * kHybridItems; }
-// `chunked` with the rows look-back forward (chunked_..._f{tile},
-// samu_fwd_rows): a block owns a tile of `tile` whole token rows (all W
-// channels, 8 per thread), so m_t is met inside it, and the tiles of a
-// sequence chain by a decoupled look-back with one packed word per channel
-// {state, flag} (an aggregate's state is the tile's end state from 0, its
-// decay exp(k R) comes from the tile's sum of r in a per-tile word {R, flag};
-// the inclusive state overwrites the aggregate's word). Zeroed once (launch
-// epochs): header (the first 256 bytes: ticket, arrivals, epoch), then
-//   rword [B][tiles] u64 {R, flag}
-//   word  [B][tiles][pitch] u64 {state, flag}, pitch = the rows block's threads x 8
-struct RowsForwardLayout {
-  long long tiles, pitch, rword_offset, word_offset, total_bytes;
-};
-GATED_HD constexpr long long RowsPitch(long long width) { return (((width + kChunkVec - 1) / kChunkVec + 31) / 32) * 32 * kChunkVec; }
-GATED_HD RowsForwardLayout MakeRowsForwardLayout(long long batch, long long length, long long width, int tile) {
-  RowsForwardLayout g;
-  g.tiles = (length + tile - 1) / tile;
-  g.pitch = RowsPitch(width);
-  g.rword_offset = 256;
-  g.word_offset = g.rword_offset + RoundUp256(batch * g.tiles * 8);
-  g.total_bytes = g.word_offset + RoundUp256(batch * g.tiles * g.pitch * 8);
-  return g;
-}
-// fwd: 0 `chunked`'s own forward; > 0 the look-back forward's strip (_l);
-// < 0 the rows look-back forward of tile -fwd (_f). Its region comes first.
-GATED_HD long long HybridBase(long long batch, long long length, long long width, int fwd) {
-  if (fwd < 0) return MakeRowsForwardLayout(batch, length, width, -fwd).total_bytes;
-  return fwd == 0 ? 0
-                  : MakeLayout(batch, length, width, fwd, HybridTile(fwd), kSamuParams, true, true, true).zero_bytes;
+GATED_HD long long HybridBase(long long batch, long long length, long long width, int strip) {
+  return strip == 0 ? 0
+                    : MakeLayout(batch, length, width, strip, HybridTile(strip), kSamuParams, true, true, true).zero_bytes;
 }
 
 struct ChunkedLayout {
@@ -190,7 +164,7 @@ struct ChunkedLayout {
   long long sum_r_offset, agg_offset, start_offset, param_offset, ctrl_offset, total_bytes;
 };
 
-// fwd_strip: 0 for `chunked`'s own forward, else the look-back forward's strip or -tile (HybridBase).
+// fwd_strip: 0 for `chunked`'s own forward, else the look-back forward's strip (HybridBase).
 GATED_HD ChunkedLayout MakeChunkedLayout(long long batch, long long length, long long width, int chunk,
                                          int fwd_strip = 0) {
   ChunkedLayout g;

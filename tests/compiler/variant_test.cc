@@ -63,7 +63,7 @@ TEST(VariantNames, KnownNamesParse) {
   EXPECT_FALSE(Variant::Parse("lookbackpipe_v4_t256_c64_i128").ok());
   // chunked's two optional knobs, each left out at 0, in their order.
   for (const char* name : {"chunked_v8_t256_c32", "chunked_v8_t256_c32_l64", "chunked_v8_t256_c32_h4",
-                           "chunked_v8_t256_c32_l64_h4", "chunked_v8_t256_c32_f16", "chunked_v8_t256_c32_f16_h4"}) {
+                           "chunked_v8_t256_c32_l64_h4"}) {
     StatusOr<Variant> parsed = Variant::Parse(name);
     ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.status().ToString();
     EXPECT_EQ(parsed->Name(), name);
@@ -72,11 +72,6 @@ TEST(VariantNames, KnownNamesParse) {
   ASSERT_TRUE(sparse.ok());
   EXPECT_EQ(sparse->strip, 0);
   EXPECT_EQ(sparse->save_every, 4);
-  StatusOr<Variant> rows = Variant::Parse("chunked_v8_t256_c32_f16_h2");
-  ASSERT_TRUE(rows.ok());
-  EXPECT_EQ(rows->fwd_tile, 16);
-  EXPECT_EQ(rows->save_every, 2);
-  EXPECT_FALSE(Variant::Parse("chunked_v8_t256_c32_h2_f16").ok());
 }
 
 TEST(VariantNames, BadNamesAreRejectedWithReasons) {
