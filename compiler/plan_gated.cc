@@ -126,7 +126,11 @@ struct HybridKnobs {
 };
 constexpr HybridKnobs kHybrid[] = {{256, 32, 64},  {512, 32, 64},  {256, 64, 64},  {256, 64, 32},
                                    {512, 64, 64},  {512, 64, 32},  {256, 128, 32}, {512, 128, 32}};
-// Enumerated with saved h at every token (0) and at every 4th (_h4).
+// The `_l` points with saved h at every token (0) and at every 4th (_h4):
+// the forward writes 1.5 B per element less, the backward rescan recomputes
+// three rows in four (bench/NOTES.md, session 11: level or slower at the
+// seed shapes on the H200, where the rescan is issue-bound; the tuner
+// decides per shape and GPU). Plain `chunked` takes _h4 by name.
 constexpr int kSaveEvery[] = {0, 4};
 
 constexpr int64_t kMaxGridX = INT_MAX;
@@ -262,11 +266,11 @@ class GatedPlannerImpl final : public OpPlanner {
                           .state_split = k.segments});
     }
     if (IsSamu(op)) {
+      for (const ChunkedKnobs& k : kChunked) {
+        variants.push_back(
+            {.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads, .chunk = k.chunk});
+      }
       for (int save : kSaveEvery) {
-        for (const ChunkedKnobs& k : kChunked) {
-          variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
-                              .chunk = k.chunk, .save_every = save});
-        }
         for (const HybridKnobs& k : kHybrid) {
           variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
                               .chunk = k.chunk, .strip = k.strip, .save_every = save});
