@@ -23,9 +23,10 @@
 //       bound); no control, fix-up or look-back. _l{strip}: the forward is
 //       lookback_v2_t256_s{512 / strip}_i16_o3's (control pass, then one
 //       look-back scan that gates each element once), the backward chunked's.
-//       _h{n} (n = 2, 4; fwd_bwd and bwd): the forward saves h at every n-th
-//       token only, and the backward rescan recomputes the rows between from
-//       the x it stages anyway: 2 (n - 1) / n fewer bytes per element.)
+//       _h{n} (n = 2, 4; fwd_bwd and bwd; by name, not enumerated): the
+//       forward saves h at every n-th token only, and the backward rescan
+//       recomputes the rows between from the x it stages anyway: 2 (n - 1) / n
+//       fewer bytes per element, ~8 more instructions per element in the rescan.)
 // (v1's `lookbacksmem` family, the tile staged with an fp32 (a, b) region,
 // was dropped in session 4: 1.5-3x slower than `lookback` at every seed
 // shape, never selected; bench/NOTES.md "rglru/samu v4".)
@@ -126,12 +127,8 @@ struct HybridKnobs {
 };
 constexpr HybridKnobs kHybrid[] = {{256, 32, 64},  {512, 32, 64},  {256, 64, 64},  {256, 64, 32},
                                    {512, 64, 64},  {512, 64, 32},  {256, 128, 32}, {512, 128, 32}};
-// The `_l` points with saved h at every token (0) and at every 4th (_h4):
-// the forward writes 1.5 B per element less, the backward rescan recomputes
-// three rows in four (bench/NOTES.md, session 11: level or slower at the
-// seed shapes on the H200, where the rescan is issue-bound; the tuner
-// decides per shape and GPU). Plain `chunked` takes _h4 by name.
-constexpr int kSaveEvery[] = {0, 4};
+// (_h2 / _h4 run by name, not enumerated: on the H200 the forward gains what
+// the backward's recompute costs at every seed shape, bench/NOTES.md session 11.)
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -270,11 +267,9 @@ class GatedPlannerImpl final : public OpPlanner {
         variants.push_back(
             {.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads, .chunk = k.chunk});
       }
-      for (int save : kSaveEvery) {
-        for (const HybridKnobs& k : kHybrid) {
-          variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
-                              .chunk = k.chunk, .strip = k.strip, .save_every = save});
-        }
+      for (const HybridKnobs& k : kHybrid) {
+        variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                            .chunk = k.chunk, .strip = k.strip});
       }
     }
     return variants;

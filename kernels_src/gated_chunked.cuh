@@ -46,11 +46,6 @@ __device__ __forceinline__ float* ChunkWs(const SamuParams& p, long long offset)
   return reinterpret_cast<float*>(static_cast<char*>(p.workspace) + offset);
 }
 
-// Whether step i of a backward rescan group (P = 4 tokens from tg = 3 mod 4
-// down) finds its h_{tg-1-i} saved by a forward that keeps every save-th
-// row (t = save - 1 mod save): tg - 1 - i = 2 - i mod 4.
-constexpr bool ChunkSavedStep(int i, int save) { return (6 - i) % save == save - 1; }
-
 // -8 softplus(lambda) of this thread's channels (0 past W).
 template <typename T, int VEC>
 __device__ __forceinline__ void LoadDecays(float (&sp)[VEC], const SamuParams& p, const Lanes& l) {

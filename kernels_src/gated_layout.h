@@ -136,6 +136,12 @@ GATED_HD constexpr int ChunkStages(int pass, int elem_bytes) {
   if (pass == kChunkBwdScan) return elem_bytes == 4 ? 1 : 2;
   return pass == kChunkFwdAgg ? 2 : 3;
 }
+// `chunked` _h{save}: the forward keeps h at rows t = save - 1 mod save
+// only. Whether step i of a backward rescan group (4 tokens from tg = 3 mod
+// 4 down; L and the chunk multiples of 4) finds its h_{tg-1-i} saved:
+// tg - 1 - i = 2 - i mod 4. The group loads those rows and recomputes the
+// others forward from the saved one below them (step 3's is always saved).
+GATED_HD constexpr bool ChunkSavedStep(int i, int save) { return (6 - i) % save == save - 1; }
 GATED_HD constexpr long long ChunkRingBytes(int pass, int threads, int elem_bytes) {
   return static_cast<long long>(ChunkStages(pass, elem_bytes)) * ChunkInputs(pass) * ChunkSteps(pass) * threads *
          kChunkVec * elem_bytes;

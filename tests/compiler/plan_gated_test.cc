@@ -546,11 +546,13 @@ TEST(GatedPlan, ClusterGeometry) {
 }
 
 // The named _o5 points compile for sm_90 at every dtype without spills.
-TEST(GatedNvrtc, ClusterPointsCompileWithoutSpills) {
+// Points run by name, not enumerated: samu _o5 (clusters) and `chunked` _h{n}.
+TEST(GatedNvrtc, NamedPointsCompileWithoutSpills) {
   const NvrtcCompiler compiler;
   std::vector<CompileRequest> requests;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
-    for (const char* name : {"lookback_v2_t256_s4_i16_o5", "lookback_v2_t512_s8_i16_o5"}) {
+    for (const char* name : {"lookback_v2_t256_s4_i16_o5", "lookback_v2_t512_s8_i16_o5", "chunked_v8_t256_c32_l64_h4",
+                             "chunked_v8_t512_c64_l32_h2", "chunked_v8_t256_c64_h4"}) {
       CompileRequest r;
       r.variant = Parsed(name);
       r.op = Op::kSamu;
@@ -608,6 +610,61 @@ TEST(GatedParamLayout, OffsetsAreOffsetof) {
 
 // Every gated variant x {rglru, samu} x {fp32, bf16, fp16}, sm_90, on the CI
 // machine's 2 cores. Prints how long it took; asserts nothing about time.
+// _h{n}: the forward saves h at every n-th token, the backward recomputes
+// the rows between; only where a backward of the same variant reads them.
+TEST(GatedPlan, ChunkedSavedEveryNthToken) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
+  const Variant v = Parsed("chunked_v8_t256_c32_l64_h4");
+  EXPECT_EQ(v.save_every, 4);
+  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(LaunchNames(*plan), (std::vector<std::string>{"samu_fwd_control_fast<__nv_bfloat16>",
+                                                           "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 4>",
+                                                           "samu_bwd_chunk_agg<__nv_bfloat16, 32, 64>",
+                                                           "samu_chunk_carry<__nv_bfloat16, 32, 1, 64>",
+                                                           "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 4>",
+                                                           "samu_bwd_chunk_finalize<__nv_bfloat16, 32, 64>"}));
+  // The same grids, blocks, shared memory and workspace as the point that saves every row.
+  StatusOr<LaunchPlan> dense = MakePlan(Parsed("chunked_v8_t256_c32_l64"), p, h200);
+  ASSERT_TRUE(dense.ok());
+  ASSERT_EQ(plan->launches.size(), dense->launches.size());
+  for (size_t i = 0; i < plan->launches.size(); ++i) {
+    EXPECT_EQ(plan->launches[i].grid, dense->launches[i].grid);
+    EXPECT_EQ(plan->launches[i].shared_bytes, dense->launches[i].shared_bytes);
+  }
+  EXPECT_EQ(plan->workspace_bytes, dense->workspace_bytes);
+  // Plain chunked names FWD_STRIP 0 before SAVE.
+  StatusOr<LaunchPlan> plain = MakePlan(Parsed("chunked_v8_t256_c64_h4"), p, h200);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_EQ(plain->launches[2].name_expression, "samu_fwd_chunk_scan<__nv_bfloat16, 64, 4>");
+  EXPECT_EQ(plain->launches.back().name_expression, "samu_bwd_chunk_finalize<__nv_bfloat16, 64>");
+  EXPECT_EQ(plain->launches[plain->launches.size() - 2].name_expression,
+            "samu_bwd_chunk_scan<__nv_bfloat16, 256, 64, 0, 4>");
+  // bwd alone reads the saved rows of whatever h it is given: allowed.
+  EXPECT_TRUE(CanImplement(v, MakeProblem(Op::kSamu, {4, 2048, 2048}, DType::kBF16, Mode::kBwd), h200).ok());
+  // Refused: a fwd-only caller's h (any backward may read it), L not a multiple of 4, other n.
+  const Status fwd_only = CanImplement(v, MakeProblem(Op::kSamu, {4, 2048, 2048}, DType::kBF16, Mode::kFwd), h200);
+  EXPECT_EQ(fwd_only.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(fwd_only.message().find("fwd-only"), std::string::npos) << fwd_only.message();
+  const Status odd = CanImplement(v, MakeProblem(Op::kSamu, {4, 2046, 2048}), h200);
+  EXPECT_EQ(odd.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(odd.message().find("multiple of 4"), std::string::npos) << odd.message();
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_h3"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CanImplement(Parsed("chunked_v8_t256_c32_l64_h2"), p, h200).ok());
+  // The rescan's saved steps: a group's step i holds h_{tg-1-i}, tg = 3 mod 4.
+  for (int save : {1, 2, 4}) {
+    for (int tg = 3; tg < 64; tg += 4) {
+      for (int i = 0; i < 4; ++i) {
+        const int row = tg - 1 - i;
+        const bool saved = ((row % save) + save) % save == save - 1;  // h_{-1} (h0) counts as saved
+        EXPECT_EQ(gated::ChunkSavedStep(i, save), saved) << "save " << save << " tg " << tg << " step " << i;
+      }
+    }
+    EXPECT_TRUE(gated::ChunkSavedStep(3, save)) << save;
+  }
+}
+
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
   const NvrtcCompiler compiler;
   std::vector<CompileRequest> requests;

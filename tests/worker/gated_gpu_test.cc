@@ -79,5 +79,19 @@ TEST(GatedGpuTest, SamuClusterVariantsAreLegal) {
   VerifyOperator(Op::kSamu, variants);
 }
 
+// samu `chunked` _h{n} (not enumerated, runs by name): h saved at every n-th
+// token, the rows between recomputed by the backward; own forward and _l's,
+// fwd_bwd and bwd alone (which reads the saved rows of the reference h).
+TEST(GatedGpuTest, SamuSavedEveryNthTokenVariantsAreLegal) {
+  std::vector<Variant> variants;
+  for (const char* name : {"chunked_v8_t256_c32_l64_h4", "chunked_v8_t512_c64_l32_h2", "chunked_v8_t256_c64_h4",
+                           "chunked_v8_t256_c128_l32_h4"}) {
+    StatusOr<Variant> v = Variant::Parse(name);
+    ASSERT_TRUE(v.ok()) << name;
+    variants.push_back(*v);
+  }
+  VerifyOperator(Op::kSamu, variants);
+}
+
 }  // namespace
 }  // namespace scantune
