@@ -465,44 +465,65 @@ __device__ __forceinline__ auto StartTile(void* workspace, unsigned* s_ticket, l
   }
 }
 
-// The packed look-back (scan_common.cuh, LookBackPacked) with fewer live
-// registers: per predecessor it loads w1 of every pending channel (VEC
-// words in flight, not 2 x VEC); an inclusive w1 ends that channel's walk
-// (one round trip), an aggregate one then waits for the same tile's w2 (a
-// second round trip only for aggregates: w2 is written with w1's aggregate
-// and never overwritten). `w`: this thread's channels' {w1, w2} pairs of its
-// own tile (not tile 0); the predecessor k tiles back is at -2k x STRIP.
+// The packed look-back (scan_common.cuh, LookBackPacked) with few live
+// registers, one round trip per predecessor tile: {w1, w2} of this
+// thread's channels for the kWindow tiles below the next one each channel
+// still needs, then each channel walks them in order: an inclusive w1 ends
+// its walk, an aggregate pair (both words of this launch) is combined and
+// the channel moves one tile down, anything else (not published yet) leaves
+// it where it is for the next load. (Loading w2 only after an aggregate w1
+// cost a second round trip per aggregate hop; at L = 32768 a strip's chain
+// has up to 16 tiles in one wave of blocks, all publishing aggregates at
+// about the same time. A window of 2 tiles at vec 2 spilled 24-40 bytes in
+// the 80-register forwards.) w2 is written with w1's aggregate and never
+// overwritten, so reading it with w1 is safe. `w`: this thread's channels'
+// {w1, w2} pairs of its own tile (not tile 0), the predecessor k tiles back
+// at -2k x STRIP; `tile` its index in the chain (the walk never reads below
+// tile 0, which publishes an inclusive state, so the walk ends).
 template <int VEC, int STRIP>
-__device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, unsigned tag, float (&carry)[VEC]) {
+__device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, unsigned tag, float (&carry)[VEC],
+                                                   long long tile) {
   using scan::FlagOf;
   using scan::LoadWord;
   using scan::ValueOf;
+  constexpr int kWindow = VEC >= 2 ? 1 : 2;
   float accA[VEC], accH[VEC];
   Fill(accA, 1.0f);
   Fill(accH, 0.0f);
+  int next[VEC];  // the distance of the tile each channel combines next
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) next[j] = 1;
   constexpr unsigned kAll = (1u << VEC) - 1u;
   unsigned done = 0;
-  while (done != kAll) {  // tile 0 publishes an inclusive state: the walk ends
-    w -= 2 * STRIP;
-    unsigned pending = kAll & ~done;
-    while (pending != 0) {
-      unsigned long long a[VEC];
+  while (done != kAll) {
+    int k0 = 0x7fffffff;
 #pragma unroll
-      for (int j = 0; j < VEC; ++j) a[j] = LoadWord(w + 2 * j);
+    for (int j = 0; j < VEC; ++j) {
+      if (!(done >> j & 1u) && next[j] < k0) k0 = next[j];
+    }
+    unsigned long long a[kWindow][VEC], h[kWindow][VEC];
+#pragma unroll
+    for (int q = 0; q < kWindow; ++q) {
+      const bool in = k0 + q <= tile;
+      const unsigned long long* wq = w - 2LL * STRIP * (k0 + q);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
-        if (!(pending >> j & 1u)) continue;
-        if (FlagOf(a[j]) == tag + kFlagInclusive) {
-          carry[j] = fmaf(accA[j], ValueOf(a[j]), accH[j]);
+        a[q][j] = in ? LoadWord(wq + 2 * j) : 0ull;
+        h[q][j] = in ? LoadWord(wq + 2 * j + 1) : 0ull;
+      }
+    }
+#pragma unroll
+    for (int q = 0; q < kWindow; ++q) {
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        if ((done >> j & 1u) || next[j] != k0 + q) continue;
+        if (FlagOf(a[q][j]) == tag + kFlagInclusive) {
+          carry[j] = fmaf(accA[j], ValueOf(a[q][j]), accH[j]);
           done |= 1u << j;
-          pending &= ~(1u << j);
-        } else if (FlagOf(a[j]) == tag + kFlagAggregate) {
-          unsigned long long h;
-          while (FlagOf(h = LoadWord(w + 2 * j + 1)) != tag + kFlagAggregate) {
-          }
-          accH[j] = fmaf(accA[j], ValueOf(h), accH[j]);
-          accA[j] *= ValueOf(a[j]);
-          pending &= ~(1u << j);
+        } else if (FlagOf(a[q][j]) == tag + kFlagAggregate && FlagOf(h[q][j]) == tag + kFlagAggregate) {
+          accH[j] = fmaf(accA[j], ValueOf(h[q][j]), accH[j]);
+          accA[j] *= ValueOf(a[q][j]);
+          ++next[j];
         }
       }
     }
@@ -602,7 +623,7 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
         StoreWord(w + 2 * j, PackWord(tA[j], tag + kFlagAggregate));
         StoreWord(w + 2 * j + 1, PackWord(tH[j], tag + kFlagAggregate));
       }
-      LookBackPackedLean<VEC, STRIP>(w, tag, carry);
+      LookBackPackedLean<VEC, STRIP>(w, tag, carry, x.tile);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
