@@ -309,13 +309,6 @@ class GatedPlannerImpl final : public OpPlanner {
                                " is not a multiple of 4 (the backward's groups of 4 tokens meet the saved rows)");
       }
     }
-    if (v.ahead != 0) {
-      if (v.strip == 0) {
-        return InvalidArgument("_a" + std::to_string(v.ahead) +
-                               ": the control values made ahead inside the look-back forward need its _l{strip}");
-      }
-      if (v.ahead > 64) return InvalidArgument("_a" + std::to_string(v.ahead) + ": at most 64 tiles ahead");
-    }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {
       return ResourceExhausted("a token row of W " + std::to_string(s.width) + " / vec " + std::to_string(v.vec) +
@@ -484,21 +477,12 @@ class GatedPlannerImpl final : public OpPlanner {
     std::vector<Kernel> k;
     if (IsHybrid(v)) {
       const Variant f = HybridForwardOf(v);
-      const int tile = TileOfLookback(f), save = v.save_every == 0 ? 1 : v.save_every;
-      if (v.ahead == 0) {
-        k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      } else {
-        k.push_back({Role::kControl, Instance("samu_fwd_control_head", dtype, {v.ahead * tile})});
-      }
-      if (v.ahead != 0) {
-        k.push_back({Role::kFwdScan,
-                     Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f), tile, f.order, save, v.ahead})});
-      } else if (v.save_every != 0) {
-        k.push_back({Role::kFwdScan,
-                     Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f), tile, f.order, save})});
-      } else {
-        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f), tile, f.order})});
-      }
+      k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
+      k.push_back({Role::kFwdScan, v.save_every == 0 ? Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
+                                                                                          TileOfLookback(f), f.order})
+                                                     : Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
+                                                                                          TileOfLookback(f), f.order,
+                                                                                          v.save_every})});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
       k.push_back({Role::kBwdScan,
@@ -588,9 +572,7 @@ class GatedPlannerImpl final : public OpPlanner {
         // lookback _o3's forward on its (strips, B, tiles) grid (block-index tiles, packed look-back).
         const Variant f = HybridForwardOf(v);
         const gated::Layout held = LayoutFor(f, problem);
-        // _a{ahead}: the control head covers each sequence's first ahead x tile tokens only.
-        const int64_t controlled = v.ahead == 0 ? s.length : std::min<int64_t>(s.length, int64_t{v.ahead} * TileOfLookback(f));
-        add(Role::kControl, "fwd", CeilDiv(s.batch * controlled, gated::kFixupTokensPerBlock), 1, gated::kFixupThreads, 0);
+        add(Role::kControl, "fwd", CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock), 1, gated::kFixupThreads, 0);
         add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads, FwdSmem(f, problem.op, problem.dtype), held.tiles);
       } else if (HasFwd(problem.mode)) {
         add(Role::kFwdAgg, "fwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkFwdAgg, rows, elem));

@@ -696,18 +696,20 @@ __device__ __forceinline__ float2 SamuControlOf(const SamuParams& p, float sum) 
                      SigmoidAccurate(fmaf(p.controller[2], m, p.controller[3])));
 }
 
-// The sum of a token row's channels [c_lo, c_hi) over one warp: 16-byte
-// loads (chunks of 16 / sizeof(T) channels, c_lo and c_hi multiples of
-// that where `chunks`), kRowBatch16 in flight per lane; RowSum'd, so every
-// lane returns the sum. A fixed order: deterministic.
+// One warp per token: m_t = mean_c x by 16-byte loads, kRowBatch16 in flight
+// per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t).
 template <typename T>
-__device__ __forceinline__ float WarpRowSum(const T* row, long long c_lo, long long c_hi, bool chunks, int lane) {
+__device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
+  const long long token = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (token >= p.batch * p.length) return;
   constexpr int kE = 16 / int(sizeof(T));
+  const T* row = static_cast<const T*>(p.x) + token * p.width;
   float sum = 0.0f;
-  if (chunks) {
+  if (ChunkAligned<T>(p.x, p.width)) {
     const uint4* v = reinterpret_cast<const uint4*>(row);
-    const long long n = c_hi / kE;
-    long long c = c_lo / kE + lane;
+    const long long n = p.width / kE;
+    long long c = lane;
     for (; c + 32 * (kRowBatch16 - 1) < n; c += 32 * kRowBatch16) {
       uint4 w[kRowBatch16];
 #pragma unroll
@@ -717,121 +719,10 @@ __device__ __forceinline__ float WarpRowSum(const T* row, long long c_lo, long l
     }
     for (; c < n; c += 32) sum += ChunkSum<T>(__ldg(v + c));
   } else {
-    for (long long c = c_lo + lane; c < c_hi; c += 32) sum += scan::ToFloat(row[c]);
+    for (long long c = lane; c < p.width; c += 32) sum += scan::ToFloat(row[c]);
   }
-  return RowSum<32>(sum);
-}
-
-// One warp per token (b x L + t): m_t = mean_c x, then (r_t, i_t).
-template <typename T>
-__device__ __forceinline__ void SamuControlToken(const SamuParams& p, long long token) {
-  const int lane = threadIdx.x % 32;
-  const float sum = WarpRowSum(static_cast<const T*>(p.x) + token * p.width, 0, p.width,
-                               ChunkAligned<T>(p.x, p.width), lane);
+  sum = RowSum<32>(sum);
   if (lane == 0) reinterpret_cast<float2*>(p.ctrl)[token] = SamuControlOf(p, sum);
-}
-
-// The control pass: every token, one warp each (a 2048-wide bf16 row is one batch of loads).
-template <typename T>
-__device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
-  const long long token = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
-  if (token < p.batch * p.length) SamuControlToken<T>(p, token);
-}
-
-// ---- `chunked` _a{ahead}: the control values made inside the held forward ---------
-//
-// Without it the forward reads x twice: the control pass (m_t needs all W
-// channels of a token) and the held forward (a strip of channels). With it
-// a head kernel (SamuControlHead) makes (r_t, i_t) of each sequence's first
-// HEAD = ahead x TILE tokens only, and each block of the held forward, tile
-// j, makes them for its share of tile j + ahead's rows (SamuProduceControl:
-// ceil(TILE / strips) rows, all W channels) right after its grid wait, then
-// waits for its own tile's (SamuAwaitControl) before reading them. The rows
-// a block sums are staged again by the blocks of tile j + ahead a few tile
-// rows of blocks later: from L2, so DRAM sees x once.
-// The strips of (b, tile) meet at a {count, flag} pair (lay.produce_offset,
-// zeroed once): each block adds 1 to count once its rows' values are
-// written and fenced; the last one resets count and releases flag = the
-// launch's epoch tag + 1 (scan_common.cuh: flags of earlier launches never
-// look ready, and the epoch advances only after every block's look-back,
-// which follows its wait).
-// No deadlock: a block waits only for the blocks of tile j - ahead (lower
-// block indices on the (strips, B, tiles) grid, dispatched before it: the
-// order the look-back already relies on), which make their values before
-// they wait for anything; tiles below `ahead` come from the head kernel,
-// complete once the grid wait returns.
-template <typename T, int HEAD>
-__device__ __forceinline__ void SamuControlHead(const SamuParams& p) {
-  const long long head = p.length < HEAD ? p.length : HEAD;
-  const long long k = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
-  if (k >= p.batch * head) return;
-  SamuControlToken<T>(p, (k / head) * p.length + k % head);
-}
-
-template <typename T, int THREADS, int TILE>
-__device__ __forceinline__ void SamuProduceControl(const SamuParams& p, unsigned* meet, long long tiles, long long b,
-                                                   long long tile, unsigned tag) {
-  constexpr int kWarps = THREADS / 32;
-  __shared__ float s_part[kWarps];
-  const int strips = static_cast<int>(gridDim.x);
-  const int per_block = (TILE + strips - 1) / strips;
-  const int r0 = static_cast<int>(blockIdx.x) * per_block;
-  const long long t0 = tile * TILE + r0;
-  long long rows = TILE - r0 < per_block ? TILE - r0 : per_block;
-  if (p.length - t0 < rows) rows = p.length - t0;
-  const int nrows = rows > 0 ? static_cast<int>(rows) : 0;
-  const int warp = threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  float2* ctrl = reinterpret_cast<float2*>(p.ctrl) + b * p.length + t0;
-  const T* row0 = static_cast<const T*>(p.x) + (b * p.length + t0) * p.width;
-  const bool chunks = ChunkAligned<T>(p.x, p.width);
-  // Rows of fewer than kWarps: each row's channels in `parts` slices, one warp each, met in s_part.
-  const int parts = nrows >= kWarps || nrows == 0 ? 1 : kWarps / nrows;
-  const long long slice = chunks ? (p.width / (16 / int(sizeof(T))) + parts - 1) / parts * (16 / int(sizeof(T)))
-                                 : (p.width + parts - 1) / parts;
-  for (int task = warp; task < nrows * parts; task += kWarps) {
-    const int r = task / parts;
-    const long long lo = (task % parts) * slice;
-    const long long hi = lo + slice < p.width ? lo + slice : p.width;
-    const float sum = WarpRowSum(row0 + r * p.width, lo < hi ? lo : hi, hi, chunks, lane);
-    if (lane == 0) {
-      if (parts == 1) {
-        ctrl[r] = SamuControlOf(p, sum);
-        __threadfence();
-      } else {
-        s_part[task] = sum;
-      }
-    }
-  }
-  if (parts > 1) {
-    __syncthreads();
-    if (threadIdx.x < nrows) {
-      float sum = 0.0f;
-      for (int k = 0; k < parts; ++k) sum += s_part[threadIdx.x * parts + k];
-      ctrl[threadIdx.x] = SamuControlOf(p, sum);
-      __threadfence();
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned* m = meet + 2 * (b * tiles + tile);
-    if (atomicAdd(m, 1u) == static_cast<unsigned>(strips) - 1u) {
-      atomicExch(m, 0u);  // every strip of this launch has arrived
-      __threadfence();
-      scan::StoreRelease(m + 1, tag + 1u);
-    }
-  }
-}
-
-// Thread 0 waits until the strips of tile (b, tile) have made its values;
-// then the block (after the caller's barrier) may read them.
-__device__ __forceinline__ void SamuAwaitControl(const unsigned* meet, long long tiles, long long b, long long tile,
-                                                 unsigned tag) {
-  if (threadIdx.x == 0) {
-    const unsigned* flag = meet + 2 * (b * tiles + tile) + 1;
-    while (!scan::FlagReady(scan::LoadAcquire(flag), tag)) __nanosleep(32);
-  }
-  __syncthreads();
 }
 
 // ---- samu `fused`: the strips of a (b, time tile) meet inside the scans ---------
@@ -1139,10 +1030,7 @@ constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
 // rows are loaded before the staging wait; (a, b) stay in registers.
 // FUSED (the `fused` family): no control kernel before it; the strips of
 // the time tile meet for m_t once x is staged (SamuMeetForward).
-// AHEAD > 0 (`chunked` _a{AHEAD}, after samu_fwd_control_head): the block
-// makes tile + AHEAD's control values and waits for its own tile's
-// (SamuProduceControl) instead of finding them all made by the control pass.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1, int AHEAD = 0>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -1195,18 +1083,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // (r_t, i_t) of the tile's rows, staged once (0 past L).
   __shared__ float2 s_ri[TILE];
   __shared__ float s_rows[kCluster ? TILE : 1];
-  if constexpr (AHEAD > 0) {
-    static_assert(kEarly, "_a: the held forward after a control head, on the block-index grid");
-    unsigned* meet = reinterpret_cast<unsigned*>(static_cast<char*>(p.workspace) + lay.produce_offset);
-    const unsigned tag = threadIdx.x == 0 ? scan::EpochTag(static_cast<const unsigned*>(p.workspace)) : 0u;
-    if (x.tile + AHEAD < lay.tiles) SamuProduceControl<T, THREADS, TILE>(p, meet, lay.tiles, x.b, x.tile + AHEAD, tag);
-    if (x.tile >= AHEAD) SamuAwaitControl(meet, lay.tiles, x.b, x.tile, tag);
-    // Written in this launch by other blocks: through L2, not the read-only path.
-    const float2* ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
-    for (int r = threadIdx.x; r < TILE; r += THREADS) {
-      s_ri[r] = x.base + r < p.length ? __ldcg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
-    }
-  } else if constexpr (!FUSED && !kCluster) {
+  if constexpr (!FUSED && !kCluster) {
     const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
     for (int r = threadIdx.x; r < TILE; r += THREADS) {
       s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
@@ -1779,16 +1656,9 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
   scan::LaunchDependents();
   gated::SamuControlFast<T>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int AHEAD = 0>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1>
 __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE)) samu_fwd_held(const SamuParams p) {
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, AHEAD>(p);
-}
-// `chunked` _a{ahead}'s head: the control values of each sequence's first HEAD = ahead x tile tokens.
-template <typename T, int HEAD>
-__global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_head(const SamuParams p) {
-  scan::GridDependencyWait();
-  scan::LaunchDependents();
-  gated::SamuControlHead<T, HEAD>(p);
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)

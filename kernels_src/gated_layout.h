@@ -27,10 +27,7 @@
 // u64 words of each tile and channel side by side, [seqs x tiles][unit]
 // {w1, w2}: w1 at agg_offset + 16 x slot, w2 at incl_offset + 16 x slot
 // (one pointer per thread); zeroed ONCE (the plan's workspace_zero_once),
-// the later sections as above. samu's packed prefix ends with {count, flag}
-// per (b, tile) at produce_offset: the strips of a tile meet there when the
-// held forward makes the control values itself (`chunked` _a{ahead},
-// gated_held.cuh SamuProduceControl).
+// the later sections as above.
 #pragma once
 
 #ifdef __CUDACC__
@@ -61,7 +58,6 @@ struct Layout {
   long long group_counters;  // samu look-back: uint index of the (b, tile) counters in the workspace
   long long zero_bytes;
   long long acc_offset;  // samu with tiles and no fix-up: [tokens][3] fp32 sums in the zeroed prefix (fused meetings)
-  long long produce_offset;  // samu packed: [B][tiles] {count, flag} u32 pairs in the zeroed prefix (_a{ahead})
   long long agg_offset, incl_offset, param_offset, token_offset, ctrl_offset, total_bytes;
 };
 
@@ -89,7 +85,6 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
   g.acc_offset = 256 + 4 * g.seqs * g.tiles + (samu ? 4 * batch * g.tiles : 0);
   const long long acc_bytes = (samu && tile > 0 && !samu_fixup) ? tokens * 3 * 4 : 0;
   g.zero_bytes = tile > 0 ? RoundUp256(g.acc_offset + acc_bytes) : 0;
-  g.produce_offset = 0;
   const long long slots = tile > 0 ? g.seqs * g.tiles * unit : 0;
   g.agg_offset = g.zero_bytes;
   g.incl_offset = g.agg_offset + RoundUp256(slots * 8);
@@ -97,8 +92,7 @@ GATED_HD Layout MakeLayout(long long batch, long long length, long long width, i
   if (packed) {
     g.agg_offset = 256;
     g.incl_offset = 256 + 8;
-    g.produce_offset = 256 + slots * 16;
-    g.zero_bytes = RoundUp256(g.produce_offset + (samu ? batch * g.tiles * 8 : 0));
+    g.zero_bytes = RoundUp256(256 + slots * 16);
     g.param_offset = g.zero_bytes;
   }
   g.token_offset = g.param_offset + RoundUp256(g.parts * nparam * width * 4);

@@ -265,9 +265,8 @@ TEST(GatedPlan, SeedShapes) {
           EXPECT_EQ(fwd_scan.shared_bytes, static_cast<uint32_t>(b_smem ? (combine_end + 15) / 16 * 16 + int64_t{tile} * strip * 4
                                                                           : combine_end));
           EXPECT_GT(fwd_scan.shared_bytes, 0u);
-          if (packed) {  // the epoch header, two u64 words per tile and channel, samu's {count, flag} per (b, tile)
-            const uint64_t meets = samu ? 8u * s.batch * lay.tiles : 0u;
-            EXPECT_EQ(plan->workspace_zero_bytes, (256u + 16u * lay.seqs * lay.tiles * strip + meets + 255) / 256 * 256);
+          if (packed) {  // the epoch header and two u64 words per tile and channel
+            EXPECT_EQ(plan->workspace_zero_bytes, (256u + 16u * lay.seqs * lay.tiles * strip + 255) / 256 * 256);
             EXPECT_EQ(lay.incl_offset - lay.agg_offset, 8);  // {w1, w2} side by side
           } else {
             EXPECT_GE(plan->workspace_zero_bytes,
@@ -357,7 +356,7 @@ TEST(GatedPlan, PackedOrderGeometry) {
   EXPECT_TRUE(plan->workspace_zero_once);
   const gated::Layout lay = gated::MakeLayout(4, 2048, 2048, 64, 128, 3, true, true, true);
   EXPECT_EQ(lay.agg_offset, 256);
-  EXPECT_EQ(lay.zero_bytes, 256 + 2 * 8 * (4 * 32 * 16) * 64 + 8 * 4 * 16);  // + {count, flag} per (b, tile)
+  EXPECT_EQ(lay.zero_bytes, 256 + 2 * 8 * (4 * 32 * 16) * 64);
   EXPECT_EQ(lay.param_offset, lay.zero_bytes);
   EXPECT_EQ(plan->workspace_zero_bytes, static_cast<uint64_t>(lay.zero_bytes));
   EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
@@ -553,8 +552,7 @@ TEST(GatedNvrtc, NamedPointsCompileWithoutSpills) {
   std::vector<CompileRequest> requests;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (const char* name : {"lookback_v2_t256_s4_i16_o5", "lookback_v2_t512_s8_i16_o5", "chunked_v8_t256_c32_l64_h4",
-                             "chunked_v8_t512_c64_l32_h2", "chunked_v8_t256_c64_h4", "chunked_v8_t256_c32_l64_a4",
-                             "chunked_v8_t512_c64_l32_h4_a8"}) {
+                             "chunked_v8_t512_c64_l32_h2", "chunked_v8_t256_c64_h4"}) {
       CompileRequest r;
       r.variant = Parsed(name);
       r.op = Op::kSamu;
@@ -666,47 +664,6 @@ TEST(GatedPlan, ChunkedSavedEveryNthToken) {
     }
     EXPECT_TRUE(gated::ChunkSavedStep(3, save)) << save;
   }
-}
-
-// _a{ahead}: the held forward makes the control values `ahead` tiles ahead;
-// the control head covers each sequence's first ahead x tile tokens only.
-TEST(GatedPlan, ChunkedControlAhead) {
-  const DeviceLimits h200;
-  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
-  const Variant v = Parsed("chunked_v8_t256_c32_l64_a4");
-  EXPECT_EQ(v.ahead, 4);
-  EXPECT_EQ(v.Name(), "chunked_v8_t256_c32_l64_a4");
-  EXPECT_EQ(Parsed("chunked_v8_t256_c32_l64_h4_a2").Name(), "chunked_v8_t256_c32_l64_h4_a2");
-  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  StatusOr<LaunchPlan> dense = MakePlan(Parsed("chunked_v8_t256_c32_l64"), p, h200);
-  ASSERT_TRUE(dense.ok());
-  std::vector<std::string> names = LaunchNames(*dense);
-  ASSERT_EQ(names.size(), 6u);
-  names[0] = "samu_fwd_control_head<__nv_bfloat16, 512>";  // 4 tiles of 128 tokens
-  names[1].insert(names[1].size() - 1, ", 1, 4");          // SAVE 1, AHEAD 4
-  EXPECT_EQ(LaunchNames(*plan), names);
-  // The head's grid: 4 sequences x 512 tokens, a warp each; the rest as the dense point's.
-  EXPECT_EQ(plan->launches[0].grid[0], 4u * 512u / gated::kFixupTokensPerBlock);
-  for (size_t i = 1; i < plan->launches.size(); ++i) {
-    EXPECT_EQ(plan->launches[i].grid, dense->launches[i].grid);
-    EXPECT_EQ(plan->launches[i].shared_bytes, dense->launches[i].shared_bytes);
-  }
-  EXPECT_EQ(plan->workspace_bytes, dense->workspace_bytes);
-  EXPECT_EQ(plan->workspace_zero_bytes, dense->workspace_zero_bytes);
-  EXPECT_TRUE(plan->workspace_zero_once);
-  // The {count, flag} pairs lie inside the zeroed-once prefix, after the look-back words.
-  const gated::Layout held = gated::MakeLayout(4, 2048, 2048, 64, 128, gated::kSamuParams, true, true, true);
-  EXPECT_EQ(held.produce_offset, 256 + held.seqs * held.tiles * 64 * 16);
-  EXPECT_LE(held.produce_offset + 4 * held.tiles * 8, held.zero_bytes);
-  EXPECT_EQ(static_cast<int64_t>(plan->workspace_zero_bytes), held.zero_bytes);
-  // Shorter than the head: the head covers L.
-  StatusOr<LaunchPlan> short_plan = MakePlan(v, MakeProblem(Op::kSamu, {3, 300, 2048}), h200);
-  ASSERT_TRUE(short_plan.ok());
-  EXPECT_EQ(short_plan->launches[0].grid[0], CeilDiv(3 * 300, gated::kFixupTokensPerBlock));
-  // Refused: without the look-back forward, or too far ahead.
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_a4"), p, h200).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_a65"), p, h200).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {

@@ -93,20 +93,5 @@ TEST(GatedGpuTest, SamuSavedEveryNthTokenVariantsAreLegal) {
   VerifyOperator(Op::kSamu, variants);
 }
 
-// samu `chunked` _a{ahead} (not enumerated, runs by name): the held forward
-// makes the control values `ahead` tiles ahead (1 and many; with _h4), so
-// the strips of every tile past the head meet at their {count, flag}, twice
-// per phase on one workspace (the verifier's second launch: launch epochs).
-TEST(GatedGpuTest, SamuControlAheadVariantsAreLegal) {
-  std::vector<Variant> variants;
-  for (const char* name : {"chunked_v8_t256_c32_l64_a1", "chunked_v8_t512_c64_l32_a4", "chunked_v8_t256_c32_l64_h4_a2",
-                           "chunked_v8_t256_c64_l32_a16"}) {
-    StatusOr<Variant> v = Variant::Parse(name);
-    ASSERT_TRUE(v.ok()) << name;
-    variants.push_back(*v);
-  }
-  VerifyOperator(Op::kSamu, variants);
-}
-
 }  // namespace
 }  // namespace scantune
