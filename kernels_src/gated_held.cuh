@@ -697,14 +697,10 @@ __device__ __forceinline__ float2 SamuControlOf(const SamuParams& p, float sum) 
 }
 
 // One warp per token: m_t = mean_c x by 16-byte loads, kRowBatch16 in flight
-// per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t). Blocks
-// take the tokens last first: the scan after it reads x first tile first,
-// so the rows this pass read last are the ones still in L2 when the scan
-// starts, and the scan's own traffic evicts rows it reads last.
+// per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t).
 template <typename T>
 __device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
-  const long long token =
-      static_cast<long long>(gridDim.x - 1 - blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
+  const long long token = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (token >= p.batch * p.length) return;
   constexpr int kE = 16 / int(sizeof(T));
@@ -1177,8 +1173,6 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // instructions a row in the SASS: 64-bit product, shifts, two adds).
   T* h_row = static_cast<T*>(p.h) + off0;
   T* y_row = static_cast<T*>(p.y) + off0;
-  // y and h past L2 first: x (read by the tiles after this one) stays there.
-  const unsigned long long policy = EvictFirstPolicy();
 #pragma unroll
   for (int i = 0; i < kSteps; ++i, h_row += p.width, y_row += p.width) {
     const long long t = x.base + row0 + i;
@@ -1200,8 +1194,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       // SAVE > 1 (`chunked` _h{SAVE}): h at every SAVE-th token only (rows
       // t = SAVE - 1 mod SAVE: row0 and the tile's base are multiples of 16);
       // the backward rescan recomputes the rows between.
-      if (SAVE == 1 || i % SAVE == SAVE - 1) StorePackHint<T, VEC>(h_row, s, kIn || le.wide, le.nvalid, policy);
-      StorePackHint<T, VEC>(y_row, y, kIn || le.wide, le.nvalid, policy);
+      if (SAVE == 1 || i % SAVE == SAVE - 1) StorePack<T, VEC>(h_row, s, kIn || le.wide, le.nvalid);
+      StorePack<T, VEC>(y_row, y, kIn || le.wide, le.nvalid);
       if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, le);
     }
   }

@@ -65,58 +65,6 @@ using scan::MakeLanes;
 using scan::Pack;
 using scan::StorePack;
 
-// ---- outputs streamed past L2 ---------------------------------------------------
-//
-// An L2 policy that makes the lines of an output the first to be evicted
-// (createpolicy evict_first), for outputs that this operator's next pass
-// does not read while an input it re-reads should stay: samu's forward
-// writes y and h (4 B per element) while it reads x that the control pass
-// has just left in L2.
-__device__ __forceinline__ unsigned long long EvictFirstPolicy() {
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-template <typename Word>
-__device__ __forceinline__ void StoreWordHint(void* dst, const unsigned* u, unsigned long long policy) {
-  if constexpr (sizeof(Word) == 16) {
-    asm volatile("st.global.L2::cache_hint.v4.b32 [%0], {%1, %2, %3, %4}, %5;" ::"l"(dst), "r"(u[0]), "r"(u[1]),
-                 "r"(u[2]), "r"(u[3]), "l"(policy)
-                 : "memory");
-  } else if constexpr (sizeof(Word) == 8) {
-    asm volatile("st.global.L2::cache_hint.v2.b32 [%0], {%1, %2}, %3;" ::"l"(dst), "r"(u[0]), "r"(u[1]), "l"(policy)
-                 : "memory");
-  } else if constexpr (sizeof(Word) == 4) {
-    asm volatile("st.global.L2::cache_hint.b32 [%0], %1, %2;" ::"l"(dst), "r"(u[0]), "l"(policy) : "memory");
-  } else {
-    scan::WordIO<Word>::Store(dst, u);
-  }
-}
-// StorePack with the L2 policy on its wide path.
-template <typename T, int VEC>
-__device__ __forceinline__ void StorePackHint(T* __restrict__ dst, const float (&v)[VEC], bool wide, int nvalid,
-                                              unsigned long long policy) {
-  using Traits = scan::PackTraits<T, VEC>;
-  using Word = typename Traits::Word;
-  if (!wide) {
-    StorePack<T, VEC>(dst, v, wide, nvalid);
-    return;
-  }
-  Pack<T, VEC> pack;
-  if constexpr (sizeof(T) == 2 && VEC % 2 == 0) {
-#pragma unroll
-    for (int k = 0; k < VEC / 2; ++k) pack.u[k] = scan::PackPair<T>(v[2 * k], v[2 * k + 1]);
-  } else {
-    pack.Clear();
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) pack.Set(j, scan::FromFloat<T>(v[j]));
-  }
-#pragma unroll
-  for (int k = 0; k < Traits::kWords; ++k) {
-    StoreWordHint<Word>(reinterpret_cast<Word*>(dst) + k, pack.u + k * scan::WordIO<Word>::kU32, policy);
-  }
-}
-
 // ---- fp32 rows of channels (parameters, h0 / h_final / dh0, workspace states) ----
 //
 // LoadRow / StoreRow / LoadChannels move a thread's VEC consecutive fp32 as
