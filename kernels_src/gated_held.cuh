@@ -697,10 +697,14 @@ __device__ __forceinline__ float2 SamuControlOf(const SamuParams& p, float sum) 
 }
 
 // One warp per token: m_t = mean_c x by 16-byte loads, kRowBatch16 in flight
-// per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t).
+// per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t). Blocks
+// take the tokens last first: the scan after it reads x first tile first,
+// so the rows this pass read last are the ones still in L2 when the scan
+// starts, and the scan's own traffic evicts rows it reads last.
 template <typename T>
 __device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
-  const long long token = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
+  const long long token =
+      static_cast<long long>(gridDim.x - 1 - blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (token >= p.batch * p.length) return;
   constexpr int kE = 16 / int(sizeof(T));
