@@ -135,17 +135,6 @@ struct PackRing {
       }
     }
   }
-  // IssueFull with an L2 policy on every copy.
-  __device__ __forceinline__ void IssueFullHint(unsigned dst, unsigned pitch, const T* src, long long stride,
-                                                unsigned long long policy) const {
-#pragma unroll
-    for (int i = 0; i < kSteps; ++i) {
-#pragma unroll
-      for (int k = 0; k < int(sizeof(P8)) / 16; ++k) {
-        CpAsync16SharedHint(dst + i * pitch + 16 * k, reinterpret_cast<const char*>(src + i * stride) + 16 * k, policy);
-      }
-    }
-  }
   // Group k of a one-input walk over [t0, t1) (forward: t0 + k x steps up;
   // backward: t1 - 1 - k x steps down), rows src + t x width; then the commit
   // (an empty group past the end keeps cp.async.wait_group's count).
@@ -444,9 +433,7 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   LoadForwardDecays<T>(kd, p, cb.l);  // a = ex2(k r) at 16 bits: no FMUL by log2(e) per element
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + (cb.span.b * p.length) * p.width + cb.l.c0;
   const int groups = cb.l.nvalid > 0 ? (s1 - s0 + P - 1) / P : 0;
-  // Each half walks its tokens forward in time: half 0 reads the chunk's
-  // last rows last, and they are the rescan's first (from L2).
-  auto issue = [&](int k) { cb.ring.template IssueWalk<false>(k, dys, p.width, cb.span.t0 + s0, cb.span.t0 + s1, cb.l); };
+  auto issue = [&](int k) { cb.ring.template IssueWalk<true>(k, dys, p.width, cb.span.t0 + s0, cb.span.t0 + s1, cb.l); };
   // The bwd phase's first kernel: dy may be the output of the caller's
   // kernel before it, so it is read only after the wait.
   scan::GridDependencyWait();
@@ -495,8 +482,8 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
     CpAsyncWait<D - 1>();
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      const int t = s0 + k * P + i;
-      if (t < s1) {
+      const int t = s1 - 1 - k * P - i;
+      if (t >= s0) {
         const Pack<T, VEC> pd = *cb.ring.Slot(k, 0, i);
         const float st = s_S[t];
 #pragma unroll
@@ -575,16 +562,13 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   // per-group integer work, ~18 of the rescan's 54 instructions per element
   // in the profile, was mostly 64-bit address math and the shared window.)
   const unsigned pitch = static_cast<unsigned>(blockDim.x * sizeof(typename Ring::P8));  // one step of a slot
-  // The rescan is the last read of x, dy and h: their lines are evicted
-  // first, so the dy rows the local pass left in L2 stay longer.
-  const unsigned long long policy = EvictFirstPolicy();
   auto issue_in = [&](int k) {
     if (k < groups) {
       const long long t = sp_.t1 - 1 - static_cast<long long>(k) * P;  // steps t, t - 1, ...
       if (l.wide && span - k * P >= P) {
         const unsigned dst = ring.SlotShared(k);
-        ring.IssueFullHint(dst, pitch, xs + t * w, -w, policy);
-        ring.IssueFullHint(dst + P * pitch, pitch, dys + t * w, -w, policy);
+        ring.IssueFull(dst, pitch, xs + t * w, -w);
+        ring.IssueFull(dst + P * pitch, pitch, dys + t * w, -w);
       } else {
         ring.Issue(k, 0, xs + t * w, -w, t - sp_.t0 + 1, l);
         ring.Issue(k, 1, dys + t * w, -w, t - sp_.t0 + 1, l);
@@ -597,7 +581,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
       const long long count = t - sp_.t0 + 1;
       if constexpr (SAVE == 1) {
         if (l.wide && count >= P && t >= P) {
-          ring.IssueFullHint(ring.SlotShared(k) + 2 * P * pitch, pitch, hs + (t - 1) * w, -w, policy);
+          ring.IssueFull(ring.SlotShared(k) + 2 * P * pitch, pitch, hs + (t - 1) * w, -w);
         } else {
           ring.Issue(k, 2, hs + (t - 1) * w, -w, count < t ? count : t, l);
         }

@@ -220,18 +220,6 @@ struct TileStager {
       g += step;
     }
   }
-  // Stage (shift 0) with an L2 policy on every copy.
-  __device__ __forceinline__ void StageHint(T* dst, const T* __restrict__ src, unsigned long long policy) const {
-    const T* g = src + goff;
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst + soff));
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      if (TILE % kRowStep == 0 || r0 + i * kRowStep < TILE) {
-        CpAsync16SharedHint(s + static_cast<unsigned>(i * kRowStep * STRIP * int(sizeof(T))), g, policy);
-      }
-      g += step;
-    }
-  }
 };
 
 // The edge instance of a rescan takes its Lanes through a shuffle with
@@ -1079,13 +1067,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   const bool chunks = ChunkAligned<T>(p.x, p.width);
   if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
     const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
-    if constexpr (kEarly) {
-      // x's last read in the forward: evicted first, so the rows the
-      // control pass left in L2 for the tiles after this one stay longer.
-      st.StageHint(s_in, static_cast<const T*>(p.x), EvictFirstPolicy());
-    } else {
-      st.Stage(s_in, static_cast<const T*>(p.x), 0, p.width);
-    }
+    st.Stage(s_in, static_cast<const T*>(p.x), 0, p.width);
   } else {
     StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
                                        chunks);

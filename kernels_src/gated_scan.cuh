@@ -313,21 +313,6 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
       "l"(gmem)
       : "memory");
 }
-// With an L2 eviction policy (EvictFirstPolicy): for inputs this is the
-// last read of, so that L2 keeps the lines a later read still wants
-// (samu: the rows the control pass or the bwd local pass left for the scan).
-__device__ __forceinline__ void CpAsync16SharedHint(unsigned s, const void* gmem, unsigned long long policy) {
-  asm volatile(
-      "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %1;\n\tcp.async.cg.shared.global.L2::cache_hint [%0], [g], 16, "
-      "%2;\n\t}" ::"r"(s),
-      "l"(gmem), "l"(policy)
-      : "memory");
-}
-__device__ __forceinline__ unsigned long long EvictFirstPolicy() {
-  unsigned long long policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // 16 bytes of this thread's own shared memory at a shared-window address
 // (no generic-to-shared conversion per access). "memory": ordered after the
