@@ -41,6 +41,8 @@ struct Variant {
   int blocks_per_sm = 0;  // kLookbackPipe: persistent blocks per SM (at most; fewer where shared memory is short)
   int save_every = 0;     // kChunked (samu): 0 saves h at every token; n (2, 4) saves it at every n-th
                           // and the backward recomputes the rows between from x ("_h4")
+  int h_from_y = 0;       // kChunked (samu) with _l: 1 ("_y1"): the forward stores y only, the backward takes
+                          // h = y / gamma (h itself only for 8-channel groups with a gamma near 0)
   int order = 0;          // kLookbackSmem: 0 tiles by atomic ticket; 1 by block index (no ticket; "_o1")
                           // kLookback (rglru, samu): 2 block index + packed look-back + launch epochs + PDL ("_o2")
   int dim_block = 0;    // kFused, kFusedSeg: channels per block

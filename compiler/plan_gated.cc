@@ -186,7 +186,8 @@ int64_t ChunkedStaticSmem(const Variant& v, int pass) {
   const int64_t ri = int64_t{v.chunk} * 8;  // (r_t, i_t) of the chunk
   switch (pass) {
     case gated::kChunkFwdAgg: return 2 * (v.threads / 32) * 8 * 4;
-    case gated::kChunkBwdScan: return 2 * (v.threads / 32) * 16 * 4 + ri;
+    case gated::kChunkBwdScan:  // + _y1's 1 / gamma, 8 fp32 per thread
+      return 2 * (v.threads / 32) * 16 * 4 + ri + (v.h_from_y != 0 ? int64_t{v.threads} * 8 * 4 : 0);
     default: return ri;
   }
 }
@@ -307,6 +308,21 @@ class GatedPlannerImpl final : public OpPlanner {
       if (s.length % 4 != 0) {
         return InvalidArgument("_h" + std::to_string(v.save_every) + ": L " + std::to_string(s.length) +
                                " is not a multiple of 4 (the backward's groups of 4 tokens meet the saved rows)");
+      }
+    }
+    if (v.h_from_y != 0) {
+      if (v.h_from_y != 1) return InvalidArgument("_y" + std::to_string(v.h_from_y) + ": _y1 or nothing");
+      if (v.strip == 0 || v.save_every != 0) {
+        return InvalidArgument("_y1 (the backward takes h = y / gamma) needs the look-back forward _l{strip} and "
+                               "every token's y, so no _h{n}");
+      }
+      if (problem.mode != Mode::kFwdBwd) {
+        return InvalidArgument(
+            "_y1 stores y and not h: only a fwd_bwd problem, whose backward reads this forward's y, may use it");
+      }
+      if (problem.dtype != DType::kBF16) {
+        return InvalidArgument("_y1 is bf16's: fp16's range may not hold gamma h where it holds h, and the fp32 "
+                               "rescan has no registers for 1 / gamma (it spilled)");
       }
     }
     const int64_t rows = RowsThreads(v, s.width);
@@ -477,17 +493,20 @@ class GatedPlannerImpl final : public OpPlanner {
     std::vector<Kernel> k;
     if (IsHybrid(v)) {
       const Variant f = HybridForwardOf(v);
+      // SAVE: 1 (the default) every h, n (_h{n}) every n-th, 0 (_y1) none but SamuGroupKeepsH's.
+      const int save = v.h_from_y != 0 ? 0 : v.save_every;
       k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      k.push_back({Role::kFwdScan, v.save_every == 0 ? Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
-                                                                                          TileOfLookback(f), f.order})
-                                                     : Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
-                                                                                          TileOfLookback(f), f.order,
-                                                                                          v.save_every})});
+      k.push_back({Role::kFwdScan, v.save_every == 0 && v.h_from_y == 0
+                                       ? Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
+                                                                           TileOfLookback(f), f.order})
+                                       : Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
+                                                                           TileOfLookback(f), f.order, save})});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
       k.push_back({Role::kBwdScan,
-                   v.save_every == 0 ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})
-                                     : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, v.save_every})});
+                   v.save_every == 0 && v.h_from_y == 0
+                       ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})
+                       : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, save})});
       k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip})});
     } else if (IsChunked(v)) {
       k.push_back({Role::kFwdAgg, Instance("samu_fwd_chunk_agg", dtype, {v.threads, v.chunk})});

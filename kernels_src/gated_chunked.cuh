@@ -530,7 +530,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   constexpr int VEC = kChunkVec;
   using Ring = PackRing<T, kChunkBwdScan>;
   constexpr int P = Ring::kSteps, D = Ring::kStages;
-  static_assert(SAVE == 1 || (P == 4 && CHUNK % 4 == 0 && ChunkSavedStep(P - 1, SAVE)),
+  static_assert(SAVE <= 1 || (P == 4 && CHUNK % 4 == 0 && ChunkSavedStep(P - 1, SAVE)),
                 "a group's last step's h is saved");
   constexpr int kCalls = (3 * P + 7) / 8;  // RowSums8 calls per group
   constexpr bool kLean = sizeof(T) == 2;
@@ -549,7 +549,21 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   LoadChannels(gamma, p.gamma, l);
   const long long row0 = sp_.b * p.length * p.width + l.c0;
   const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
-  const T* __restrict__ hs = static_cast<const T*>(p.h) + row0;
+  // _y1 (SAVE 0): h_{t-1} from y / gamma, except in groups whose h the forward kept.
+  const bool from_y = SAVE == 0 && !SamuGroupKeepsH(p, l.c0 / VEC);
+  const T* __restrict__ hs = static_cast<const T*>(from_y ? p.y : p.h) + row0;
+  // The thread's 1 / gamma (1 where its group keeps h) in shared memory,
+  // loaded by each step where it scales y: held in registers through the
+  // group (8, or 4 as fp16 pairs) they spilled 20 bytes at the 16-bit
+  // rescan's 128.
+  __shared__ float4 s_hscale[SAVE == 0 ? 2 * THREADS : 1];
+  if constexpr (SAVE == 0) {
+    float r[VEC];
+#pragma unroll
+    for (int j = 0; j < VEC; ++j) r[j] = from_y ? 1.0f / gamma[j] : 1.0f;
+    s_hscale[2 * tid] = make_float4(r[0], r[1], r[2], r[3]);
+    s_hscale[2 * tid + 1] = make_float4(r[4], r[5], r[6], r[7]);
+  }
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + row0;
   T* __restrict__ dxs = static_cast<T*>(p.dx) + row0;
   const int groups = static_cast<int>((sp_.t1 - sp_.t0 + P - 1) / P);
@@ -579,7 +593,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     if (k < groups) {
       const long long t = sp_.t1 - 1 - static_cast<long long>(k) * P;  // h_{t-1} exists for t >= 1
       const long long count = t - sp_.t0 + 1;
-      if constexpr (SAVE == 1) {
+      if constexpr (SAVE <= 1) {
         if (l.wide && count >= P && t >= P) {
           ring.IssueFull(ring.SlotShared(k) + 2 * P * pitch, pitch, hs + (t - 1) * w, -w);
         } else {
@@ -702,6 +716,12 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
           if (kFull || tg - i > 0) {
 #pragma unroll
             for (int j = 0; j < VEC; ++j) hprev[j] = ph.Get(j);
+            if constexpr (SAVE == 0) {
+              const float4 lo = s_hscale[2 * tid], hi = s_hscale[2 * tid + 1];
+              const float r[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+              for (int j = 0; j < VEC; ++j) hprev[j] *= r[j];
+            }
           } else {
             LoadRow(hprev, p.h0 != nullptr ? p.h0 + sp_.b * p.width : nullptr, l);
           }

@@ -1019,6 +1019,24 @@ __device__ __forceinline__ void SamuClusterBackward(const SamuParams& p, const L
       s_share, s_contrib);
 }
 
+// `chunked` _y1 (SAVE = 0 in samu_fwd_held and samu_bwd_chunk_scan): the
+// forward stores y = gamma h and not h; the backward reads y and takes
+// h = y / gamma. Per 8-channel group (the rescan's pack: channels
+// [8 g, 8 g + 8)) the forward still stores h where y cannot give it back:
+// a channel past W or a |gamma| outside [2^-14, 2^14] (gamma h then stays
+// in bf16's normal range wherever h is). Both kernels decide by this one
+// function.
+__device__ __forceinline__ bool SamuGroupKeepsH(const SamuParams& p, long long group) {
+  bool keep = false;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const long long c = group * 8 + j;
+    const float g = fabsf(__ldg(p.gamma + (c < p.width ? c : 0)));
+    keep = keep || c >= p.width || !(g >= 0x1p-14f && g <= 0x1p14f);
+  }
+  return keep;
+}
+
 // Where samu's forward keeps b at 16 bits and _o3 when a is not held
 // (items x vec > 16): in its own fp32 region of shared memory after the
 // combine (TILE x STRIP floats, counted by the plan; each thread's slots
@@ -1038,7 +1056,8 @@ template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
-  static_assert(SAVE == 1 || (kSteps % SAVE == 0 && TILE % SAVE == 0), "saved rows at t = SAVE - 1 mod SAVE");
+  static_assert(SAVE <= 1 || (kSteps % SAVE == 0 && TILE % SAVE == 0), "saved rows at t = SAVE - 1 mod SAVE");
+  static_assert(SAVE != 0 || VEC <= 8, "_y1: a thread's channels inside one 8-channel group");
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_in = reinterpret_cast<T*>(smem);
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
@@ -1168,6 +1187,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   if (l.nvalid <= 0) return;
   float gamma[VEC];
   LoadChannels(gamma, p.gamma, l);
+  // _y1: h only where the backward cannot take it from y (SamuGroupKeepsH).
+  const bool store_h = SAVE != 0 || SamuGroupKeepsH(p, c0 / 8);
   const long long off0 = (x.b * p.length + x.base + row0) * p.width + c0;
   OnInterior(interior, [&](auto tag) {
   constexpr bool kIn = decltype(tag)::value;
@@ -1198,7 +1219,9 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       // SAVE > 1 (`chunked` _h{SAVE}): h at every SAVE-th token only (rows
       // t = SAVE - 1 mod SAVE: row0 and the tile's base are multiples of 16);
       // the backward rescan recomputes the rows between.
-      if (SAVE == 1 || i % SAVE == SAVE - 1) StorePack<T, VEC>(h_row, s, kIn || le.wide, le.nvalid);
+      if (SAVE == 0 ? store_h : SAVE == 1 || i % (SAVE > 1 ? SAVE : 1) == SAVE - 1) {
+        StorePack<T, VEC>(h_row, s, kIn || le.wide, le.nvalid);
+      }
       StorePack<T, VEC>(y_row, y, kIn || le.wide, le.nvalid);
       if (!kIn && t == p.length - 1 && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, le);
     }

@@ -560,6 +560,14 @@ TEST(GatedNvrtc, NamedPointsCompileWithoutSpills) {
       requests.push_back(r);
     }
   }
+  // _y1 is bf16's (CanImplement).
+  for (const char* name : {"chunked_v8_t256_c32_l64_y1", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t256_c128_l32_y1"}) {
+    CompileRequest r;
+    r.variant = Parsed(name);
+    r.op = Op::kSamu;
+    r.dtype = DType::kBF16;
+    requests.push_back(r);
+  }
   const std::vector<StatusOr<CompileResult>> results = CompileAll(compiler, requests, 2);
   ASSERT_EQ(results.size(), requests.size());
   for (size_t i = 0; i < results.size(); ++i) {
@@ -664,6 +672,41 @@ TEST(GatedPlan, ChunkedSavedEveryNthToken) {
     }
     EXPECT_TRUE(gated::ChunkSavedStep(3, save)) << save;
   }
+}
+
+// _y1: the forward stores y and not h, the backward takes h = y / gamma;
+// only where that backward reads this forward's y (fwd_bwd), at bf16.
+TEST(GatedPlan, ChunkedHFromY) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
+  const Variant v = Parsed("chunked_v8_t256_c32_l64_y1");
+  EXPECT_EQ(v.h_from_y, 1);
+  EXPECT_EQ(v.Name(), "chunked_v8_t256_c32_l64_y1");
+  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  StatusOr<LaunchPlan> dense = MakePlan(Parsed("chunked_v8_t256_c32_l64"), p, h200);
+  ASSERT_TRUE(dense.ok());
+  // The dense point's kernels with SAVE = 0 on the two that write and read h.
+  std::vector<std::string> names = LaunchNames(*dense);
+  ASSERT_EQ(names.size(), 6u);
+  for (size_t i : {size_t{1}, size_t{4}}) names[i].insert(names[i].size() - 1, ", 0");
+  EXPECT_EQ(names[4], "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 0>");
+  EXPECT_EQ(LaunchNames(*plan), names);
+  for (size_t i = 0; i < plan->launches.size(); ++i) EXPECT_EQ(plan->launches[i].grid, dense->launches[i].grid);
+  EXPECT_EQ(plan->workspace_bytes, dense->workspace_bytes);
+  // Refused: fwd or bwd alone (h is not all there; bwd alone has no y of this forward), other dtypes,
+  // without _l, with _h{n}, other values.
+  for (Mode mode : {Mode::kFwd, Mode::kBwd}) {
+    const Status st = CanImplement(v, MakeProblem(Op::kSamu, {4, 2048, 2048}, DType::kBF16, mode), h200);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << static_cast<int>(mode);
+    EXPECT_NE(st.message().find("fwd_bwd"), std::string::npos) << st.message();
+  }
+  for (DType dtype : {DType::kF32, DType::kF16}) {
+    EXPECT_EQ(CanImplement(v, MakeProblem(Op::kSamu, {4, 2048, 2048}, dtype), h200).code(), StatusCode::kInvalidArgument);
+  }
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_y1"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_h4_y1"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_y2"), p, h200).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {

@@ -93,5 +93,20 @@ TEST(GatedGpuTest, SamuSavedEveryNthTokenVariantsAreLegal) {
   VerifyOperator(Op::kSamu, variants);
 }
 
+// samu `chunked` _y1 (not enumerated, runs by name; bf16 fwd_bwd only, the
+// other problems refused): the forward stores y and not h, the backward
+// takes h = y / gamma. Widths that are not multiples of 8 (33, 100, 2050)
+// give blocks whose last thread's group keeps h (SamuGroupKeepsH) beside
+// threads that read y.
+TEST(GatedGpuTest, SamuHFromYVariantsAreLegal) {
+  std::vector<Variant> variants;
+  for (const char* name : {"chunked_v8_t256_c32_l64_y1", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t256_c128_l32_y1"}) {
+    StatusOr<Variant> v = Variant::Parse(name);
+    ASSERT_TRUE(v.ok()) << name;
+    variants.push_back(*v);
+  }
+  VerifyOperator(Op::kSamu, variants);
+}
+
 }  // namespace
 }  // namespace scantune
