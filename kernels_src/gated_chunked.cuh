@@ -552,11 +552,12 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   // _y1 (SAVE 0): h_{t-1} from y / gamma, except in groups whose h the forward kept.
   const bool from_y = SAVE == 0 && !SamuGroupKeepsH(p, l.c0 / VEC);
   const T* __restrict__ hs = static_cast<const T*>(from_y ? p.y : p.h) + row0;
-  // The thread's 1 / gamma (1 where its group keeps h) in shared memory,
-  // loaded by each step where it scales y: held in registers through the
-  // group (8, or 4 as fp16 pairs) they spilled 20 bytes at the 16-bit
-  // rescan's 128.
-  __shared__ float4 s_hscale[SAVE == 0 ? 2 * THREADS : 1];
+  // The thread's 1 / gamma (1 where its group keeps h) in dynamic shared
+  // memory after the ring (ChunkHScaleBytes), loaded by each step where it
+  // scales y: held in registers through the group (8, or 4 as fp16 pairs)
+  // they spilled 20 bytes at the 16-bit rescan's 128.
+  float4* const s_hscale =
+      reinterpret_cast<float4*>(smem + ChunkRingBytes(kChunkBwdScan, blockDim.x, int(sizeof(T))));  // SAVE 0 only
   if constexpr (SAVE == 0) {
     float r[VEC];
 #pragma unroll
