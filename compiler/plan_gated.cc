@@ -129,6 +129,9 @@ constexpr HybridKnobs kHybrid[] = {{256, 32, 64},  {512, 32, 64},  {256, 64, 64}
                                    {512, 64, 64},  {512, 64, 32},  {256, 128, 32}, {512, 128, 32}};
 // (_h2 / _h4 run by name, not enumerated: on the H200 the forward gains what
 // the backward's recompute costs at every seed shape, bench/NOTES.md session 11.)
+// _y1 (bf16 fwd_bwd only) at the four points that won a seed shape without it:
+// -2 to -10 us of fwd_bwd there (bench/NOTES.md session 12).
+constexpr HybridKnobs kHybridFromY[] = {{256, 32, 64}, {256, 64, 32}, {512, 64, 32}, {256, 128, 32}};
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -273,6 +276,10 @@ class GatedPlannerImpl final : public OpPlanner {
       for (const HybridKnobs& k : kHybrid) {
         variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
                             .chunk = k.chunk, .strip = k.strip});
+      }
+      for (const HybridKnobs& k : kHybridFromY) {
+        variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                            .chunk = k.chunk, .strip = k.strip, .h_from_y = 1});
       }
     }
     return variants;

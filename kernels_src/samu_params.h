@@ -12,8 +12,9 @@ struct SamuParams {
   const float* beta;          // (W), fp32
   const float* gamma;         // (W), fp32
   const float* controller;    // [4] fp32: w_r, b_r, w_i, b_i
-  void* y;                    // (B, L, W), dtype, output of fwd
-  void* h;                    // (B, L, W), dtype, written by fwd, read by bwd (h_{t-1})
+  void* y;                    // (B, L, W), dtype, output of fwd (`chunked` _y1: also read by bwd, h = y / gamma)
+  void* h;                    // (B, L, W), dtype, written by fwd, read by bwd (h_{t-1}); `chunked` _y1 (fwd_bwd
+                              // only): written and read only in the 8-channel groups whose gamma y cannot invert
   float* ctrl;                // (B, L, 2) fp32: (r_t, i_t) per token, written by fwd, read by bwd
   const float* h0;            // (B, W), fp32, optional (nullptr: zero)
   float* h_final;             // (B, W), fp32, output of fwd, optional

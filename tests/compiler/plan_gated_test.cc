@@ -60,9 +60,10 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
   for (Op op : kGatedOps) {
     SCOPED_TRACE(OpName(op));
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
-    // The tuner times every point: samu's 33 (session 9: the eight `chunked` _l points) are its ceiling.
+    // The tuner times every point: samu's 37 (session 9: the eight `chunked` _l points; session 12: four
+    // of them with _y1) are its ceiling.
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), op == Op::kSamu ? 33u : 19u);
+    EXPECT_LE(all.size(), op == Op::kSamu ? 37u : 19u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -717,6 +718,9 @@ TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
   for (Op op : kGatedOps) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       for (const Variant& v : EnumerateVariants(op, false)) {
+        // _y1 is bf16's: CanImplement refuses it for every other dtype, so it is never compiled for them
+        // (its fp32 rescan spills).
+        if (v.h_from_y != 0 && dtype != DType::kBF16) continue;
         CompileRequest r;
         r.variant = v;
         r.op = op;
