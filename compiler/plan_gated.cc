@@ -694,8 +694,10 @@ class GatedPlannerImpl final : public OpPlanner {
       SCANTUNE_FIELD(beta, "ptr", "beta (W), fp32: input scale");
       SCANTUNE_FIELD(gamma, "ptr", "gamma (W), fp32: output scale, y = gamma h");
       SCANTUNE_FIELD(controller, "ptr", "controller [4] fp32: w_r, b_r, w_i, b_i");
-      SCANTUNE_FIELD(y, "ptr", "output y (B, L, W), dtype, fwd output");
-      SCANTUNE_FIELD(h, "ptr", "state h (B, L, W), dtype: written by fwd, read by bwd");
+      SCANTUNE_FIELD(y, "ptr", "output y (B, L, W), dtype, fwd output; chunked _y1: also read by bwd");
+      SCANTUNE_FIELD(h, "ptr",
+                     "state h (B, L, W), dtype: written by fwd, read by bwd (chunked _y1: only in 8-channel groups "
+                     "whose gamma y cannot invert; bwd takes h = y / gamma elsewhere)");
       SCANTUNE_FIELD(ctrl, "ptr", "control values (B, L, 2) fp32: (r_t, i_t), written by fwd, read by bwd");
       SCANTUNE_FIELD(h0, "ptr", "initial state (B, W), fp32; null: zero");
       SCANTUNE_FIELD(h_final, "ptr", "final state h_{L-1} (B, W), fp32, fwd output; null: not written");
