@@ -56,6 +56,17 @@ Variant Parsed(const char* name) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// A `chunked` _l point's six launch names with the SAVE template argument
+// added to the two kernels that write and read h (held forward, rescan).
+std::vector<std::string> NamesWithSave(const LaunchPlan& dense, int save) {
+  std::vector<std::string> names = LaunchNames(dense);
+  EXPECT_EQ(names.size(), 6u);
+  for (size_t i : {size_t{1}, size_t{4}}) {
+    if (i < names.size()) names[i].insert(names[i].size() - 1, ", " + std::to_string(save));
+  }
+  return names;
+}
+
 TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
   for (Op op : kGatedOps) {
     SCOPED_TRACE(OpName(op));
@@ -632,9 +643,7 @@ TEST(GatedPlan, ChunkedSavedEveryNthToken) {
   // with SAVE = 4 on the two that write and read h: the held forward and the rescan.
   StatusOr<LaunchPlan> dense = MakePlan(Parsed("chunked_v8_t256_c32_l64"), p, h200);
   ASSERT_TRUE(dense.ok());
-  std::vector<std::string> names = LaunchNames(*dense);
-  ASSERT_EQ(names.size(), 6u);
-  for (size_t i : {size_t{1}, size_t{4}}) names[i].insert(names[i].size() - 1, ", 4");
+  const std::vector<std::string> names = NamesWithSave(*dense, 4);
   EXPECT_EQ(names[1], "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 4>");
   EXPECT_EQ(LaunchNames(*plan), names);
   // The same grids, blocks, shared memory and workspace.
@@ -688,9 +697,7 @@ TEST(GatedPlan, ChunkedHFromY) {
   StatusOr<LaunchPlan> dense = MakePlan(Parsed("chunked_v8_t256_c32_l64"), p, h200);
   ASSERT_TRUE(dense.ok());
   // The dense point's kernels with SAVE = 0 on the two that write and read h.
-  std::vector<std::string> names = LaunchNames(*dense);
-  ASSERT_EQ(names.size(), 6u);
-  for (size_t i : {size_t{1}, size_t{4}}) names[i].insert(names[i].size() - 1, ", 0");
+  const std::vector<std::string> names = NamesWithSave(*dense, 0);
   EXPECT_EQ(names[4], "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 0>");
   EXPECT_EQ(LaunchNames(*plan), names);
   for (size_t i = 0; i < plan->launches.size(); ++i) EXPECT_EQ(plan->launches[i].grid, dense->launches[i].grid);
@@ -705,7 +712,8 @@ TEST(GatedPlan, ChunkedHFromY) {
     EXPECT_NE(st.message().find("fwd_bwd"), std::string::npos) << st.message();
   }
   for (DType dtype : {DType::kF32, DType::kF16}) {
-    EXPECT_EQ(CanImplement(v, MakeProblem(Op::kSamu, {4, 2048, 2048}, dtype), h200).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(CanImplement(v, MakeProblem(Op::kSamu, {4, 2048, 2048}, dtype), h200).code(),
+              StatusCode::kInvalidArgument);
   }
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_y1"), p, h200).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_h4_y1"), p, h200).code(), StatusCode::kInvalidArgument);
