@@ -181,9 +181,8 @@ Variant HybridForwardOf(const Variant& v) {
 }
 // Threads of a `chunked` rows block: one per vec channels of a token row, whole warps.
 int64_t RowsThreads(const Variant& v, int64_t width) { return CeilDiv(CeilDiv(width, v.vec), 32) * 32; }
-// Dynamic (the cp.async ring) and static shared memory of a `chunked` pass; mirrors gated_chunked.cuh.
-// Dynamic shared memory of a `chunked` pass: its ring, and for _y1's rescan
-// each thread's 1 / gamma after it (gated::ChunkHScaleBytes).
+// Dynamic and static shared memory of a `chunked` pass; mirrors gated_chunked.cuh. Dynamic: the cp.async
+// ring, and for _y1's rescan each thread's 1 / gamma after it (gated::ChunkHScaleBytes).
 int64_t ChunkedSmem(int pass, int threads, int elem_bytes, const Variant& v) {
   return gated::ChunkRingBytes(pass, threads, elem_bytes) +
          (pass == gated::kChunkBwdScan && v.h_from_y != 0 ? gated::ChunkHScaleBytes(threads) : 0);
