@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <regex>
 #include <cstddef>
 #include <cstdlib>
@@ -55,6 +56,13 @@ Variant Parsed(const char* name) {
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The H200 plan of a samu variant by name at 4x2048x2048 bf16 fwd_bwd (empty, with a failure, if refused).
+LaunchPlan SamuSeedPlan(const char* name) {
+  StatusOr<LaunchPlan> plan = MakePlan(Parsed(name), MakeProblem(Op::kSamu, {4, 2048, 2048}), DeviceLimits{});
+  EXPECT_TRUE(plan.ok()) << name << ": " << plan.status().ToString();
+  return plan.ok() ? *plan : LaunchPlan{};
+}
 
 // A `chunked` _l point's six launch names with the SAVE template argument
 // added to the two kernels that write and read h (held forward, rescan).
@@ -637,12 +645,10 @@ TEST(GatedPlan, ChunkedSavedEveryNthToken) {
   const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
   const Variant v = Parsed("chunked_v8_t256_c32_l64_h4");
   EXPECT_EQ(v.save_every, 4);
-  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const std::optional<LaunchPlan> plan = SamuSeedPlan("chunked_v8_t256_c32_l64_h4");
   // The kernels of the point that saves every row (ChunkedWithLookbackForward),
   // with SAVE = 4 on the two that write and read h: the held forward and the rescan.
-  StatusOr<LaunchPlan> dense = MakePlan(Parsed("chunked_v8_t256_c32_l64"), p, h200);
-  ASSERT_TRUE(dense.ok());
+  const std::optional<LaunchPlan> dense = SamuSeedPlan("chunked_v8_t256_c32_l64");
   const std::vector<std::string> names = NamesWithSave(*dense, 4);
   EXPECT_EQ(names[1], "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 4>");
   EXPECT_EQ(LaunchNames(*plan), names);
@@ -692,10 +698,8 @@ TEST(GatedPlan, ChunkedHFromY) {
   const Variant v = Parsed("chunked_v8_t256_c32_l64_y1");
   EXPECT_EQ(v.h_from_y, 1);
   EXPECT_EQ(v.Name(), "chunked_v8_t256_c32_l64_y1");
-  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
-  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  StatusOr<LaunchPlan> dense = MakePlan(Parsed("chunked_v8_t256_c32_l64"), p, h200);
-  ASSERT_TRUE(dense.ok());
+  const std::optional<LaunchPlan> plan = SamuSeedPlan("chunked_v8_t256_c32_l64_y1");
+  const std::optional<LaunchPlan> dense = SamuSeedPlan("chunked_v8_t256_c32_l64");
   // The dense point's kernels with SAVE = 0 on the two that write and read h.
   const std::vector<std::string> names = NamesWithSave(*dense, 0);
   EXPECT_EQ(names[4], "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 0>");
