@@ -142,9 +142,6 @@ GATED_HD constexpr int ChunkStages(int pass, int elem_bytes) {
 // tg - 1 - i = 2 - i mod 4. The group loads those rows and recomputes the
 // others forward from the saved one below them (step 3's is always saved).
 GATED_HD constexpr bool ChunkSavedStep(int i, int save) { return (6 - i) % save == save - 1; }
-// `chunked` _y1: the rescan keeps each thread's 8 fp32 1 / gamma in dynamic
-// shared memory after its ring.
-GATED_HD constexpr long long ChunkHScaleBytes(int threads) { return static_cast<long long>(threads) * kChunkVec * 4; }
 GATED_HD constexpr long long ChunkRingBytes(int pass, int threads, int elem_bytes) {
   return static_cast<long long>(ChunkStages(pass, elem_bytes)) * ChunkInputs(pass) * ChunkSteps(pass) * threads *
          kChunkVec * elem_bytes;
