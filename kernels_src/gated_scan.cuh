@@ -530,90 +530,6 @@ __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, 
   }
 }
 
-// The packed look-back with the whole block: a window of kSegs predecessor
-// tiles per round trip instead of LookBackPackedLean's one. Segment q's
-// threads load {w1, w2} of their lane's channels for the tile base + q
-// below into s_win ([kSegs][STRIP] pairs), then after a barrier the row
-// threads walk the window in shared memory per channel as the lean walk
-// does (an inclusive w1 ends a channel's walk, an aggregate pair is
-// combined, anything else stops it), and the block takes the next window
-// from the lowest distance still needed (s_base, one atomicMin per row
-// thread). In a wave of blocks a strip's chain has up to ~16 tiles that
-// publish their aggregates at about the same time; the lean walk took one
-// L2 round trip per hop, so the deepest block of the wave waited ~16 of
-// them. All threads call this (the window's barriers); the row threads
-// return their channels' carry in `carry`.
-template <int VEC, int THREADS, int STRIP>
-__device__ __forceinline__ void LookBackPackedWide(const unsigned long long* w, unsigned tag, float (&carry)[VEC],
-                                                   long long tile, unsigned long long* s_win, bool row) {
-  using scan::FlagOf;
-  using scan::LoadWord;
-  using scan::ValueOf;
-  constexpr int kLanes = STRIP / VEC;
-  constexpr int kSegs = THREADS / kLanes;
-  __shared__ int s_base[2];
-  const int tid = threadIdx.x;
-  const int lane = tid % kLanes;
-  const int seg = tid / kLanes;
-  float accA[VEC], accH[VEC];
-  Fill(accA, 1.0f);
-  Fill(accH, 0.0f);
-  int next[VEC];
-#pragma unroll
-  for (int j = 0; j < VEC; ++j) next[j] = 1;
-  unsigned done = 0;
-  constexpr unsigned kAll = (1u << VEC) - 1u;
-  if (tid == 0) {
-    s_base[0] = 0x7fffffff;
-    s_base[1] = 0x7fffffff;
-  }
-  int base = 1;
-  for (int round = 0;; ++round) {
-    {
-      const long long d = base + seg;
-      const bool in = d <= tile;
-      const unsigned long long* wq = w - 2LL * STRIP * d;
-      unsigned long long* dst = s_win + 2 * (seg * STRIP + lane * VEC);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        dst[2 * j] = in ? LoadWord(wq + 2 * j) : 0ull;
-        dst[2 * j + 1] = in ? LoadWord(wq + 2 * j + 1) : 0ull;
-      }
-    }
-    __syncthreads();  // the window is in; s_base[round % 2] was reset a round ago (or above)
-    if (row) {
-      for (int q = 0; q < kSegs; ++q) {
-        const unsigned long long* e = s_win + 2 * (q * STRIP + lane * VEC);
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          if ((done >> j & 1u) || next[j] != base + q) continue;
-          const unsigned long long a = e[2 * j], h = e[2 * j + 1];
-          if (FlagOf(a) == tag + kFlagInclusive) {
-            carry[j] = fmaf(accA[j], ValueOf(a), accH[j]);
-            done |= 1u << j;
-          } else if (FlagOf(a) == tag + kFlagAggregate && FlagOf(h) == tag + kFlagAggregate) {
-            accH[j] = fmaf(accA[j], ValueOf(h), accH[j]);
-            accA[j] *= ValueOf(a);
-            ++next[j];
-          }
-        }
-      }
-      if (done != kAll) {
-        int lo = 0x7fffffff;
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          if (!(done >> j & 1u) && next[j] < lo) lo = next[j];
-        }
-        atomicMin(&s_base[round % 2], lo);
-      }
-    }
-    if (tid == 0) s_base[(round + 1) % 2] = 0x7fffffff;  // read last a round ago, before this round's barrier
-    __syncthreads();  // the walk is over: s_base[round % 2] holds the next window, s_win may be refilled
-    base = s_base[round % 2];
-    if (base == 0x7fffffff) return;
-  }
-}
-
 // Combines the segments' maps (A, H) of the block, publishes the tile's
 // aggregate, looks back over earlier tiles of the same (b, strip), publishes
 // the inclusive state and returns in `s` this thread's carry-in (the state
@@ -627,15 +543,12 @@ __device__ __forceinline__ void LookBackPackedWide(const unsigned long long* w, 
 // arrives at the epoch counter and, if last, opens the next epoch (waiting
 // for the atomic there stalls one warp of an issue-bound block; holding its
 // result to the block's end instead spilled in the 64-register backward).
-// s_win (ORDER >= 2): shared memory for LookBackPackedWide's window (kSegs x
-// STRIP x 16 bytes, free from the combine's first barrier to the block's
-// end), or nullptr for the lean walk by the row alone.
 template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long>
 __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const float (&H)[VEC],
                                                    const float (&carry0)[VEC], const TileIndexOf<I>& x,
                                                    const Layout& lay,
                                                    void* workspace, float* s_A, float* s_H, float* s_carry,
-                                                   float (&s)[VEC], unsigned long long* s_win = nullptr) {
+                                                   float (&s)[VEC]) {
   constexpr int kLanes = STRIP / VEC;
   constexpr int kSegs = THREADS / kLanes;
   const int tid = threadIdx.x;
@@ -701,23 +614,6 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
-        }
-      }
-    } else if (s_win != nullptr) {  // block-uniform: the whole block looks back
-      const unsigned tag = *s_tag;
-      if (row) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          StoreWord(w + 2 * j, PackWord(tA[j], tag + kFlagAggregate));
-          StoreWord(w + 2 * j + 1, PackWord(tH[j], tag + kFlagAggregate));
-        }
-      }
-      LookBackPackedWide<VEC, THREADS, STRIP>(w, tag, carry, x.tile, s_win, row);
-      if (row) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
-          s_carry[lane * VEC + j] = carry[j];
         }
       }
     } else if (row) {
