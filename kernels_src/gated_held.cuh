@@ -109,24 +109,6 @@ __device__ __forceinline__ GateAS ForwardGate(float z) {
   }
 }
 
-// ForwardGate for the look-back forward's local pass at 16 bits, in fewer
-// issued instructions: with a = exp(la), tanh(-la / 2) = (1 - a) / (1 + a),
-// so 1 - a^2 = (1 + a)^2 tanh(-la / 2) and s = (1 + a) sqrt(tanh(-la / 2)):
-// FMUL, two MUFU (tanh.approx, sqrt.approx) and one FFMA, without the
-// cancellation of 1 - a^2 near a = 1 that ForwardGate's series and select
-// handle (FMUL, 2 FFMA, FMUL, FSETP, FFMA, FSEL before its sqrt: 4 issue
-// slots more per element). tanh.approx's relative error (~2^-11) leaves s
-// within ~3e-4, far inside the 16-bit tolerances. It costs a third MUFU per
-// element, which the latency-bound look-back forward has room for (where
-// the `chunked` passes are MUFU-bound, ForwardGate stays). z = log2 a.
-template <typename T>
-__device__ __forceinline__ GateAS ForwardGateTanh(float z) {
-  static_assert(sizeof(T) == 2, "16-bit dtypes (fp32 keeps GateFast)");
-  const float a = Ex2Ftz(z);
-  const float q = SqrtApprox(TanhApprox(z * -0.346573590279972655f));  // -la / 2 = -z ln(2) / 2
-  return {a, fmaf(a, q, q)};
-}
-
 // ForwardGate from la = ln a (the look-back forward's decays): at 16 bits
 // la log2(e) is ExpDecay's own FMUL, so a is bit-identical to the rescan's
 // ExpDecay<T>(la).
@@ -1176,7 +1158,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       // b alone held, 16 steps).
       GateAS g;
       if constexpr (kLean) {
-        g = ForwardGateTanh<T>(sp[j] * ri.x);
+        g = ForwardGate<T>(sp[j] * ri.x);
       } else if constexpr (ORDER >= 3 && (kHold || kBSmem)) {
         g = ForwardGateLn<T>(sp[j] * ri.x);
       } else {
