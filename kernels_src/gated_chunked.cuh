@@ -652,7 +652,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
   float u[VEC];
   LoadRow(u, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
-  if (from_y) YUnits(u, p, l, false);  // u' = u gamma
+  if (from_y) YUnits(u, p, l, true);  // u' = u / gamma
   float acc[3][VEC];
 #pragma unroll
   for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);

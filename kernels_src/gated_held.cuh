@@ -1182,13 +1182,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     for (int j = 0; j < VEC; ++j) A[j] = Ex2Ftz(sp[j] * rsum);
   }
   float s[VEC];
-  // ORDER >= 2 at 16 bits: the whole block looks back (LookBackPackedWide), its window in the x
-  // staging (x is not read again: the rescan takes b from s_b or registers and a from s_ri). fp32
-  // keeps the row's walk (the wide one spilled 16 bytes at 80 registers in s16_i16).
-  constexpr bool kWide = ORDER >= 2 && !FUSED && !kCluster && sizeof(T) == 2;
-  static_assert(!kWide || kSegs * STRIP * 16 <= TILE * STRIP * int(sizeof(T)), "the window fits the x staging");
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s,
-                                                           kWide ? reinterpret_cast<unsigned long long*>(smem) : nullptr);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows: every block may exit
   if (l.nvalid <= 0) return;
   float gamma[VEC];

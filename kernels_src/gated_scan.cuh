@@ -530,119 +530,6 @@ __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, 
   }
 }
 
-// LookBackPackedLean's walk with its state (the combined map, each
-// channel's next distance, the channels done) held by the caller, for
-// LookBackPackedWide: `until` stops it once every channel is done or past
-// that distance.
-template <int VEC>
-struct WalkState {
-  float accA[VEC], accH[VEC];
-  int next[VEC];  // the distance of the tile each channel combines next
-  unsigned done = 0;
-  __device__ __forceinline__ WalkState() {
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      accA[j] = 1.0f;
-      accH[j] = 0.0f;
-      next[j] = 1;
-    }
-  }
-  // Takes the pair {a, h} of distance d into channel j if that is the one it needs and it is published.
-  __device__ __forceinline__ void Take(int j, int d, unsigned long long a, unsigned long long h, unsigned tag,
-                                       float (&carry)[VEC]) {
-    using scan::FlagOf;
-    using scan::ValueOf;
-    if ((done >> j & 1u) || next[j] != d) return;
-    if (FlagOf(a) == tag + kFlagInclusive) {
-      carry[j] = fmaf(accA[j], ValueOf(a), accH[j]);
-      done |= 1u << j;
-    } else if (FlagOf(a) == tag + kFlagAggregate && FlagOf(h) == tag + kFlagAggregate) {
-      accH[j] = fmaf(accA[j], ValueOf(h), accH[j]);
-      accA[j] *= ValueOf(a);
-      ++next[j];
-    }
-  }
-};
-
-template <int VEC, int STRIP>
-__device__ __forceinline__ void LeanWalk(const unsigned long long* w, unsigned tag, float (&carry)[VEC], long long tile,
-                                         WalkState<VEC>& st, int until = 0x7fffffff) {
-  using scan::LoadWord;
-  constexpr int kWindow = VEC >= 2 ? 1 : 2;
-  constexpr unsigned kAll = (1u << VEC) - 1u;
-  while (st.done != kAll) {
-    int k0 = 0x7fffffff;
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      if (!(st.done >> j & 1u) && st.next[j] < k0) k0 = st.next[j];
-    }
-    if (k0 > until) return;
-    unsigned long long a[kWindow][VEC], h[kWindow][VEC];
-#pragma unroll
-    for (int q = 0; q < kWindow; ++q) {
-      const bool in = k0 + q <= tile;
-      const unsigned long long* wq = w - 2LL * STRIP * (k0 + q);
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        a[q][j] = in ? LoadWord(wq + 2 * j) : 0ull;
-        h[q][j] = in ? LoadWord(wq + 2 * j + 1) : 0ull;
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < kWindow; ++q) {
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) st.Take(j, k0 + q, a[q][j], h[q][j], tag, carry);
-    }
-  }
-}
-
-// The packed look-back with the whole block's help: the row walks alone
-// (LeanWalk) until its tile's predecessor has published, and if
-// that one was an aggregate, the next kSegs tiles below come in one round
-// trip, segment q's threads loading tile 2 + q's {w1, w2} of their lane's
-// channels into s_win ([kSegs][STRIP] pairs), and the row walks them in
-// shared memory; the lean walk finishes what is left. In a wave of blocks
-// a strip's chain has up to ~16 tiles whose aggregates are out at about the
-// same time, and the lean walk alone took one L2 round trip per hop. (A
-// window taken by the whole block from the first hop, spinning with every
-// thread and two barriers per round until the predecessor published, made
-// the forward 15-30% slower: bench/NOTES.md, session 13.) All threads call
-// this (its barriers); the row threads return their channels' carry.
-template <int VEC, int THREADS, int STRIP>
-__device__ __forceinline__ void LookBackPackedWide(const unsigned long long* w, unsigned tag, float (&carry)[VEC],
-                                                   long long tile, unsigned long long* s_win, bool row) {
-  using scan::LoadWord;
-  constexpr int kLanes = STRIP / VEC;
-  constexpr int kSegs = THREADS / kLanes;
-  constexpr unsigned kAll = (1u << VEC) - 1u;
-  const int tid = threadIdx.x;
-  const int lane = tid % kLanes;
-  const int seg = tid / kLanes;
-  WalkState<VEC> st;
-  if (row) LeanWalk<VEC, STRIP>(w, tag, carry, tile, st, 1);
-  if (__syncthreads_or(row && st.done != kAll) == 0) return;
-  {
-    const long long d = 2 + seg;  // every channel not done has next == 2
-    const bool in = d <= tile;
-    const unsigned long long* wq = w - 2LL * STRIP * d;
-    unsigned long long* dst = s_win + 2 * (seg * STRIP + lane * VEC);
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) {
-      dst[2 * j] = in ? LoadWord(wq + 2 * j) : 0ull;
-      dst[2 * j + 1] = in ? LoadWord(wq + 2 * j + 1) : 0ull;
-    }
-  }
-  __syncthreads();
-  if (!row) return;
-#pragma unroll 4
-  for (int q = 0; q < kSegs; ++q) {
-    const unsigned long long* e = s_win + 2 * (q * STRIP + lane * VEC);
-#pragma unroll
-    for (int j = 0; j < VEC; ++j) st.Take(j, 2 + q, e[2 * j], e[2 * j + 1], tag, carry);
-  }
-  LeanWalk<VEC, STRIP>(w, tag, carry, tile, st);
-}
-
 // Combines the segments' maps (A, H) of the block, publishes the tile's
 // aggregate, looks back over earlier tiles of the same (b, strip), publishes
 // the inclusive state and returns in `s` this thread's carry-in (the state
@@ -656,15 +543,12 @@ __device__ __forceinline__ void LookBackPackedWide(const unsigned long long* w, 
 // arrives at the epoch counter and, if last, opens the next epoch (waiting
 // for the atomic there stalls one warp of an issue-bound block; holding its
 // result to the block's end instead spilled in the 64-register backward).
-// s_win (ORDER >= 2): shared memory for LookBackPackedWide's window (kSegs x
-// STRIP x 16 bytes, free from the combine's first barrier to the block's
-// end), or nullptr for the lean walk by the row alone.
 template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long>
 __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const float (&H)[VEC],
                                                    const float (&carry0)[VEC], const TileIndexOf<I>& x,
                                                    const Layout& lay,
                                                    void* workspace, float* s_A, float* s_H, float* s_carry,
-                                                   float (&s)[VEC], unsigned long long* s_win = nullptr) {
+                                                   float (&s)[VEC]) {
   constexpr int kLanes = STRIP / VEC;
   constexpr int kSegs = THREADS / kLanes;
   const int tid = threadIdx.x;
@@ -730,23 +614,6 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
 #pragma unroll
         for (int j = 0; j < VEC; ++j) {
           StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
-        }
-      }
-    } else if (s_win != nullptr) {  // block-uniform: the whole block looks back
-      const unsigned tag = *s_tag;
-      if (row) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          StoreWord(w + 2 * j, PackWord(tA[j], tag + kFlagAggregate));
-          StoreWord(w + 2 * j + 1, PackWord(tH[j], tag + kFlagAggregate));
-        }
-      }
-      LookBackPackedWide<VEC, THREADS, STRIP>(w, tag, carry, x.tile, s_win, row);
-      if (row) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
-          s_carry[lane * VEC + j] = carry[j];
         }
       }
     } else if (row) {
