@@ -1112,7 +1112,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
     }
   }
-  // sp, beta and gamma now.
+  // sp and beta now; gamma only after the look-back (fewer live registers
+  // through it: the forward of twice the tile holds 32 fp32 b's).
   // (sp per thread: shared as in rglru it spilled 4 bytes in fused_d16_s32_c512; one constant, ~1
   // instruction per element.)
   // kLean (16-bit, _o3 and up where a is held or b is in shared memory):
@@ -1126,18 +1127,6 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float sp[VEC], beta[VEC];
   LoadChannels(sp, p.lambda, l);
   LoadChannels(beta, p.beta, l);
-  // gamma (and _y1's test of it: h only where the backward cannot take it
-  // from y, SamuGroupKeepsH): at 16 bits with the other channel loads, not
-  // after the look-back, where their L2 round trip sat between the carry
-  // and the rescan's first row; fp32 after it (held through the look-back
-  // they spilled 8 bytes at 80 registers).
-  float gamma[VEC];
-  bool store_h = true;
-  auto load_gamma = [&] {
-    LoadChannels(gamma, p.gamma, l);
-    store_h = SAVE != 0 || SamuGroupKeepsH(p, c0 / 8);
-  };
-  if constexpr (sizeof(T) == 2) load_gamma();
 #pragma unroll
   for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusFor<T>(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
@@ -1193,14 +1182,13 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     for (int j = 0; j < VEC; ++j) A[j] = Ex2Ftz(sp[j] * rsum);
   }
   float s[VEC];
-  // b in shared memory (16-bit _o3): the look-back loads two predecessor tiles per round trip (in the
-  // s16 profile at 1x32768x2048, ~22% of the blocks combined an aggregate and walked on, one more round
-  // trip each). Where a or b is held in registers the second tile's words spilled 12-34 bytes.
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER, kBSmem ? 2 : 0>(
-      A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows: every block may exit
   if (l.nvalid <= 0) return;
-  if constexpr (sizeof(T) == 4) load_gamma();
+  float gamma[VEC];
+  LoadChannels(gamma, p.gamma, l);
+  // _y1: h only where the backward cannot take it from y (SamuGroupKeepsH).
+  const bool store_h = SAVE != 0 || SamuGroupKeepsH(p, c0 / 8);
   const long long off0 = (x.b * p.length + x.base + row0) * p.width + c0;
   OnInterior(interior, [&](auto tag) {
   constexpr bool kIn = decltype(tag)::value;

@@ -480,13 +480,13 @@ __device__ __forceinline__ auto StartTile(void* workspace, unsigned* s_ticket, l
 // {w1, w2} pairs of its own tile (not tile 0), the predecessor k tiles back
 // at -2k x STRIP; `tile` its index in the chain (the walk never reads below
 // tile 0, which publishes an inclusive state, so the walk ends).
-template <int VEC, int STRIP, int WINDOW = 0>
+template <int VEC, int STRIP>
 __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, unsigned tag, float (&carry)[VEC],
                                                    long long tile) {
   using scan::FlagOf;
   using scan::LoadWord;
   using scan::ValueOf;
-  constexpr int kWindow = WINDOW > 0 ? WINDOW : VEC >= 2 ? 1 : 2;
+  constexpr int kWindow = VEC >= 2 ? 1 : 2;
   float accA[VEC], accH[VEC];
   Fill(accA, 1.0f);
   Fill(accH, 0.0f);
@@ -543,8 +543,7 @@ __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, 
 // arrives at the epoch counter and, if last, opens the next epoch (waiting
 // for the atomic there stalls one warp of an issue-bound block; holding its
 // result to the block's end instead spilled in the 64-register backward).
-// WINDOW (ORDER >= 2): LookBackPackedLean's tiles per round trip (0: its default).
-template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, int WINDOW = 0, typename I = long long>
+template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long>
 __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const float (&H)[VEC],
                                                    const float (&carry0)[VEC], const TileIndexOf<I>& x,
                                                    const Layout& lay,
@@ -624,7 +623,7 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
         StoreWord(w + 2 * j, PackWord(tA[j], tag + kFlagAggregate));
         StoreWord(w + 2 * j + 1, PackWord(tH[j], tag + kFlagAggregate));
       }
-      LookBackPackedLean<VEC, STRIP, WINDOW>(w, tag, carry, x.tile);
+      LookBackPackedLean<VEC, STRIP>(w, tag, carry, x.tile);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
