@@ -182,10 +182,8 @@ Variant HybridForwardOf(const Variant& v) {
 // Threads of a `chunked` rows block: one per vec channels of a token row, whole warps.
 int64_t RowsThreads(const Variant& v, int64_t width) { return CeilDiv(CeilDiv(width, v.vec), 32) * 32; }
 // Dynamic and static shared memory of a `chunked` pass; mirrors gated_chunked.cuh. Dynamic: the cp.async
-// ring (its stages by the variant's launch bound, gated::ChunkStages).
-int64_t ChunkedSmem(int pass, int threads, int elem_bytes, const Variant& v) {
-  return gated::ChunkRingBytes(pass, threads, elem_bytes, v.threads);
-}
+// ring.
+int64_t ChunkedSmem(int pass, int threads, int elem_bytes) { return gated::ChunkRingBytes(pass, threads, elem_bytes); }
 int64_t ChunkedStaticSmem(const Variant& v, int pass) {
   const int64_t ri = int64_t{v.chunk} * 8;  // (r_t, i_t) of the chunk
   switch (pass) {
@@ -340,7 +338,7 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     const int elem = static_cast<int>(ElementBytes(problem.dtype));
     for (int pass : {gated::kChunkFwdAgg, gated::kChunkBwdScan}) {
-      const int64_t shared = ChunkedSmem(pass, static_cast<int>(rows), elem, v) + ChunkedStaticSmem(v, pass);
+      const int64_t shared = ChunkedSmem(pass, static_cast<int>(rows), elem) + ChunkedStaticSmem(v, pass);
       if (shared > device.max_shared_per_block) {
         return ResourceExhausted("chunked shared memory " + std::to_string(shared) + " bytes exceeds " +
                                  std::to_string(device.max_shared_per_block));
@@ -601,15 +599,15 @@ class GatedPlannerImpl final : public OpPlanner {
         add(Role::kControl, "fwd", CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock), 1, gated::kFixupThreads, 0);
         add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads, FwdSmem(f, problem.op, problem.dtype), held.tiles);
       } else if (HasFwd(problem.mode)) {
-        add(Role::kFwdAgg, "fwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkFwdAgg, rows, elem, v));
+        add(Role::kFwdAgg, "fwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkFwdAgg, rows, elem));
         add(Role::kFwdCarry, "fwd", carry_x, s.batch, carry_threads, 0);
-        add(Role::kFwdScan, "fwd", columns, lay.chunks, cols, ChunkedSmem(gated::kChunkFwdScan, cols, elem, v), s.batch);
+        add(Role::kFwdScan, "fwd", columns, lay.chunks, cols, ChunkedSmem(gated::kChunkFwdScan, cols, elem), s.batch);
       }
       if (HasBwd(problem.mode)) {
         add(Role::kBwdAgg, "bwd", columns, lay.chunks, gated::kChunkBwdAggThreads,
-            ChunkedSmem(gated::kChunkBwdAgg, gated::kChunkBwdAggThreads, elem, v), s.batch);
+            ChunkedSmem(gated::kChunkBwdAgg, gated::kChunkBwdAggThreads, elem), s.batch);
         add(Role::kBwdCarry, "bwd", carry_x, s.batch, carry_threads, 0);
-        add(Role::kBwdScan, "bwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkBwdScan, rows, elem, v));
+        add(Role::kBwdScan, "bwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkBwdScan, rows, elem));
         add(Role::kFinalize, "bwd", CeilDiv(s.width, gated::kChunkFinalizeChannels) + 1, 1, gated::kFinalizeThreads, 0);
       }
       for (Launch& launch : plan.launches) launch.dependent_launch = true;

@@ -70,11 +70,11 @@ __device__ __forceinline__ void LoadForwardDecays(float (&k)[VEC], const SamuPar
 // copied: the ring needs cp.async.wait_group, never a block barrier. A slot
 // is refilled only after its values were used (the caller issues group
 // k + stages - 1 after consuming group k - 1).
-template <typename T, int PASS, int BOUND = 0>
+template <typename T, int PASS>
 struct PackRing {
   using P8 = Pack<T, kChunkVec>;
   static constexpr int kIn = ChunkInputs(PASS), kSteps = ChunkSteps(PASS);
-  static constexpr int kStages = ChunkStages(PASS, int(sizeof(T)), BOUND);
+  static constexpr int kStages = ChunkStages(PASS, int(sizeof(T)));
   P8* base;
   unsigned sbase;  // base in the shared window, converted once (not per cp.async)
   __device__ __forceinline__ explicit PackRing(unsigned char* smem)
@@ -538,7 +538,7 @@ __device__ __forceinline__ void YUnits(float (&v)[VEC], const SamuParams& p, con
 template <typename T, int THREADS, int CHUNK, int FWD_STRIP, int SAVE>
 __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   constexpr int VEC = kChunkVec;
-  using Ring = PackRing<T, kChunkBwdScan, THREADS>;
+  using Ring = PackRing<T, kChunkBwdScan>;
   constexpr int P = Ring::kSteps, D = Ring::kStages;
   static_assert(SAVE <= 1 || (P == 4 && CHUNK % 4 == 0 && ChunkSavedStep(P - 1, SAVE)),
                 "a group's last step's h is saved");

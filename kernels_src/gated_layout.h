@@ -132,11 +132,8 @@ GATED_HD constexpr int CarrySlices(long long chunks) {
 }
 GATED_HD constexpr int ChunkInputs(int pass) { return pass == kChunkBwdScan ? 3 : 1; }
 GATED_HD constexpr int ChunkSteps(int pass) { return pass == kChunkBwdScan || pass == kChunkBwdAgg ? 4 : 8; }
-// bound: the rows kernels' launch-bound threads (the variant's t{threads}). The 16-bit
-// backward rescan stages 2 groups ahead where its bound is over 256 (one block per SM:
-// the shared memory of a third stage is free there), else 1.
-GATED_HD constexpr int ChunkStages(int pass, int elem_bytes, int bound = 0) {
-  if (pass == kChunkBwdScan) return elem_bytes == 4 ? 1 : bound > 256 ? 3 : 2;
+GATED_HD constexpr int ChunkStages(int pass, int elem_bytes) {
+  if (pass == kChunkBwdScan) return elem_bytes == 4 ? 1 : 2;
   return pass == kChunkFwdAgg ? 2 : 3;
 }
 // `chunked` _h{save}: the forward keeps h at rows t = save - 1 mod save
@@ -145,8 +142,8 @@ GATED_HD constexpr int ChunkStages(int pass, int elem_bytes, int bound = 0) {
 // tg - 1 - i = 2 - i mod 4. The group loads those rows and recomputes the
 // others forward from the saved one below them (step 3's is always saved).
 GATED_HD constexpr bool ChunkSavedStep(int i, int save) { return (6 - i) % save == save - 1; }
-GATED_HD constexpr long long ChunkRingBytes(int pass, int threads, int elem_bytes, int bound = 0) {
-  return static_cast<long long>(ChunkStages(pass, elem_bytes, bound)) * ChunkInputs(pass) * ChunkSteps(pass) * threads *
+GATED_HD constexpr long long ChunkRingBytes(int pass, int threads, int elem_bytes) {
+  return static_cast<long long>(ChunkStages(pass, elem_bytes)) * ChunkInputs(pass) * ChunkSteps(pass) * threads *
          kChunkVec * elem_bytes;
 }
 
