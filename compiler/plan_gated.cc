@@ -327,7 +327,7 @@ class GatedPlannerImpl final : public OpPlanner {
       }
       if (problem.dtype != DType::kBF16) {
         return InvalidArgument("_y1 is bf16's: fp16's range may not hold gamma h where it holds h, and the fp32 "
-                               "rescan has no registers for 1 / gamma (it spilled)");
+                               "rescan spills with it at t512");
       }
     }
     const int64_t rows = RowsThreads(v, s.width);

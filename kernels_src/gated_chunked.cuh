@@ -566,9 +566,10 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   // step's terms are the same expressions of (y, g', beta'): G = g' a la (y -
   // i beta' x rs a) is dr's and dlambda's term as is, g' s i beta' is dx's
   // part, g' s x beta' di's; dbeta's sum comes out divided by hs and dgamma's
-  // (dy y) times 1 / hs, fixed once per channel after the chunk. (Scaling y
-  // per element took an FMUL and the 1 / gamma reloads from shared memory:
-  // +1.5 to +3.6 us of bwd, session 12.)
+  // (dy y) times 1 / hs, fixed once per channel after the chunk. (Session
+  // 12 scaled each y by a 1 / gamma reloaded from shared memory; in y units
+  // a group's steps are as many instructions as the h rescan's, though the
+  // _y1 backward stayed 2.5-5 us slower than it: bench/NOTES.md, session 13.)
   const bool from_y = SAVE == 0 && !SamuGroupKeepsH(p, l.c0 / VEC);
   const T* __restrict__ hs = static_cast<const T*>(from_y ? p.y : p.h) + row0;
   if (from_y) {
