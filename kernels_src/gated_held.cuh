@@ -1107,18 +1107,10 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   __shared__ float2 s_ri[TILE];
   __shared__ float s_rows[kCluster ? TILE : 1];
   if constexpr (!FUSED && !kCluster) {
-    // By cp.async (waited for with x's staging): a plain load's store into s_ri held the warp until the
-    // load returned, and the channel loads below queued behind it (11% of the stall samples at
-    // 1x32768x2048, bench/NOTES.md session 13).
     const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
     for (int r = threadIdx.x; r < TILE; r += THREADS) {
-      if (x.base + r < p.length) {
-        CpAsync8(&s_ri[r], ctrl + x.base + r);
-      } else {
-        s_ri[r] = make_float2(0.0f, 0.0f);
-      }
+      s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
     }
-    CpAsyncCommit();
   }
   // sp and beta now; gamma only after the look-back (fewer live registers
   // through it: the forward of twice the tile holds 32 fp32 b's).

@@ -306,14 +306,6 @@ __device__ __forceinline__ void CpAsync16Shared(unsigned s, const void* gmem) {
       "l"(gmem)
       : "memory");
 }
-// 8 bytes (cp.async.ca: .cg copies 16 only).
-__device__ __forceinline__ void CpAsync8(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile(
-      "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %1;\n\tcp.async.ca.shared.global [%0], [g], 8;\n\t}" ::"r"(s),
-      "l"(gmem)
-      : "memory");
-}
 __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile(
