@@ -561,8 +561,8 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   const T* __restrict__ xs = static_cast<const T*>(p.x) + row0;
   // _y1 (SAVE 0): the rescan reads y, not h, except in groups whose h the
   // forward kept. There it runs in y units rather than scaling each y by
-  // 1 / gamma: with hs = 1 / gamma (1 in kept groups), u' = u / hs, g' =
-  // g / hs = dy + u' (gamma' = gamma hs = 1), and beta' = beta / hs, the
+  // 1 / gamma: with hs = 1 / gamma (1 in kept groups), u' = u hs, g' = g hs
+  // = dy + u' (gamma' = gamma hs = 1), and beta' = beta / hs, the
   // step's terms are the same expressions of (y, g', beta'): G = g' a la (y -
   // i beta' x rs a) is dr's and dlambda's term as is, g' s i beta' is dx's
   // part, g' s x beta' di's; dbeta's sum comes out divided by hs and dgamma's

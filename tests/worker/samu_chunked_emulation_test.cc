@@ -1,17 +1,19 @@
-// CPU emulations of session 8's changes to samu's `chunked` kernels
-// (kernels_src/gated_chunked.cuh, gated_samu.cuh; bench/NOTES.md "Session 8"):
+// CPU emulations of changes to samu's `chunked` kernels (kernels_src/gated_chunked.cuh,
+// gated_samu.cuh; bench/NOTES.md "Session 8" and "Session 13"):
 //   - the forward gate in two MUFU: 1 - a^2 from its series on x = 2 la in
 //     [-0.05, 0], else fma(-a, a, 1), with a off by ex2.approx's error, stays
 //     within 2e-5 of -expm1(2 la) at every decay (the tanh.approx form it
 //     replaced was within ~5e-4);
 //   - DecayRatio(lambda) from the softplus the backward holds,
 //     -expm1(-softplus) / softplus, matches sigmoid(lambda) / softplus(lambda);
-//   - SumControllerRows' warp butterfly leaves the same bits in every lane.
+//   - SumControllerRows' warp butterfly leaves the same bits in every lane;
+//   - the `_y1` rescan in y units gives the h rescan's gradients (session 13).
 // Deterministic: fixed seeds; no GPU.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -77,6 +79,75 @@ TEST(SamuChunkedFinalize, WarpButterflyLeavesTheSameBitsInEveryLane) {
       std::memcpy(&b, &lane[l], 4);
       ASSERT_EQ(a, b) << "trial " << trial << ", lane " << l;
     }
+  }
+}
+
+// The `_y1` rescan in y units (session 13, gated_chunked.cuh): with hs = 1 / gamma,
+// u' = u hs, gamma' = 1 and beta' = beta / hs, SamuBackStep's expressions of (y,
+// g', beta') give the h rescan's dx parts, dlambda's and the token sums as they are,
+// dbeta's sum divided by hs and dgamma's times 1 / hs. Host twins of both steps (the
+// generic form, in double) over one channel's chunk, last token first, from the same
+// entering u and h0.
+struct SamuBackSums {
+  std::vector<double> dx, sum_g, sum_gsbx;  // per token
+  double dlambda = 0.0, dbeta = 0.0, dgamma = 0.0;
+};
+SamuBackSums SamuRescanOneChannel(const std::vector<double>& la, const std::vector<double>& ri,
+                                  const std::vector<double>& x, const std::vector<double>& dy,
+                                  const std::vector<double>& hprev, const std::vector<double>& ht, double beta,
+                                  double gamma, double u) {
+  const size_t n = la.size();
+  SamuBackSums out;
+  out.dx.assign(n, 0.0), out.sum_g.assign(n, 0.0), out.sum_gsbx.assign(n, 0.0);
+  for (size_t k = 0; k < n; ++k) {
+    const size_t t = n - 1 - k;
+    const double a = std::exp(la[t]), s = std::sqrt(-std::expm1(2.0 * la[t])), q = la[t] / s;
+    const double v = ri[t] * beta * x[t];
+    const double g = gamma * dy[t] + u;
+    const double big_g = g * (a * hprev[t] * la[t] - v * a * a * q);
+    const double gs = g * s;
+    out.dlambda += big_g;
+    out.dbeta += gs * ri[t] * x[t];
+    out.dgamma += dy[t] * ht[t];
+    out.sum_g[t] = big_g;
+    out.sum_gsbx[t] = gs * beta * x[t];
+    out.dx[t] = gs * ri[t] * beta;
+    u = a * g;
+  }
+  return out;
+}
+
+TEST(SamuChunkedYUnits, TheYUnitRescanGivesTheHRescansGradients) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<double> unit(0.02, 0.98), normal(-2.0, 2.0), lam(-6.0, 3.0);
+  for (int trial = 0; trial < 50; ++trial) {
+    const size_t n = 64;
+    const double k = -8.0 * std::log1p(std::exp(lam(rng)));  // -8 softplus(lambda)
+    const double beta = normal(rng), gamma = (trial % 2 ? 1.0 : 1e-3) * normal(rng), h0 = normal(rng);
+    const double u_in = normal(rng);  // the carry entering the chunk from its right
+    std::vector<double> la(n), ri(n), x(n), dy(n), h(n), y(n), hprev(n), yprev(n);
+    double state = h0;
+    for (size_t t = 0; t < n; ++t) {
+      la[t] = k * unit(rng), ri[t] = unit(rng), x[t] = normal(rng), dy[t] = normal(rng);
+      const double a = std::exp(la[t]);
+      hprev[t] = state, yprev[t] = gamma * state;
+      state = a * state + std::sqrt(1.0 - a * a) * ri[t] * beta * x[t];
+      h[t] = state, y[t] = gamma * state;
+    }
+    const SamuBackSums want = SamuRescanOneChannel(la, ri, x, dy, hprev, h, beta, gamma, u_in);
+    const double hs = 1.0 / gamma;  // y units: h0 and the rows as gamma h (yprev, y)
+    SamuBackSums got = SamuRescanOneChannel(la, ri, x, dy, yprev, y, beta / hs, 1.0, u_in * hs);
+    got.dbeta /= hs;
+    got.dgamma *= hs;
+    auto near = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * (1.0 + std::fabs(b)); };
+    for (size_t t = 0; t < n; ++t) {
+      ASSERT_TRUE(near(got.dx[t], want.dx[t])) << "trial " << trial << " dx[" << t << "]";
+      ASSERT_TRUE(near(got.sum_g[t], want.sum_g[t])) << "trial " << trial << " G[" << t << "]";
+      ASSERT_TRUE(near(got.sum_gsbx[t], want.sum_gsbx[t])) << "trial " << trial << " g s beta x[" << t << "]";
+    }
+    EXPECT_TRUE(near(got.dlambda, want.dlambda)) << trial;
+    EXPECT_TRUE(near(got.dbeta, want.dbeta)) << trial;
+    EXPECT_TRUE(near(got.dgamma, want.dgamma)) << trial;
   }
 }
 
