@@ -513,17 +513,13 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
 }
 
 // v times gamma (or over gamma) of the thread's channels: the _y1 rescan's
-// conversions between h units and its y units, once per chunk, in groups
-// whose |gamma| is in [2^-14, 2^14] (SamuGroupKeepsH), where __fdividef
-// (rcp.approx and a multiply, ~2 ulp) is exact enough: the IEEE divisions'
-// ~30 instructions each were most of the 1.5% more instructions the _y1
-// rescan executed than the h rescan (ncu, session 13).
+// conversions between h units and its y units, once per chunk.
 template <int VEC>
 __device__ __forceinline__ void YUnits(float (&v)[VEC], const SamuParams& p, const Lanes& l, bool over) {
   float gamma[VEC];
   LoadChannels(gamma, p.gamma, l);
 #pragma unroll
-  for (int j = 0; j < VEC; ++j) v[j] = over ? __fdividef(v[j], gamma[j]) : v[j] * gamma[j];
+  for (int j = 0; j < VEC; ++j) v[j] = over ? v[j] / gamma[j] : v[j] * gamma[j];
 }
 
 // Rows: the rescan, last token first, 4 tokens per group (2 groups staged
