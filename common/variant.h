@@ -43,9 +43,6 @@ struct Variant {
                           // and the backward recomputes the rows between from x ("_h4")
   int h_from_y = 0;       // kChunked (samu) with _l: 1 ("_y1"): the forward stores y only, the backward takes
                           // h = y / gamma (h itself only for 8-channel groups with a gamma near 0)
-  int control_ahead = 0;  // kChunked (samu) with _l: n ("_m{n}"): the control values (r_t, i_t) are made by
-                          // blocks of the look-back forward's own grid, n time tiles ahead of the scan blocks
-                          // that read them (one forward kernel; x read from DRAM once); 0: a control kernel first
   int order = 0;          // kLookbackSmem: 0 tiles by atomic ticket; 1 by block index (no ticket; "_o1")
                           // kLookback (rglru, samu): 2 block index + packed look-back + launch epochs + PDL ("_o2")
   int dim_block = 0;    // kFused, kFusedSeg: channels per block

@@ -330,20 +330,6 @@ class GatedPlannerImpl final : public OpPlanner {
                                "rescan spills with it at t512");
       }
     }
-    if (v.control_ahead != 0) {
-      if (v.strip == 0) {
-        return InvalidArgument("_m" + std::to_string(v.control_ahead) +
-                               " makes the control values inside the look-back forward: it needs _l{strip}");
-      }
-      if (v.control_ahead < 2 || v.control_ahead > 64) {
-        return InvalidArgument("_m" + std::to_string(v.control_ahead) +
-                               ": 2 to 64 time tiles ahead (blocks at least one tile later reduce the partial "
-                               "sums, before the tile's own blocks)");
-      }
-      const int64_t tiles = CeilDiv(s.length, gated::HybridTile(v.strip));
-      RETURN_IF_ERROR(CheckGrid(tiles + gated::ControlHeadRows(s.length, s.width, v.strip, v.control_ahead),
-                                kMaxGridY, "_m forward grid.z (head rows and time tiles)"));
-    }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {
       return ResourceExhausted("a token row of W " + std::to_string(s.width) + " / vec " + std::to_string(v.vec) +
@@ -514,18 +500,12 @@ class GatedPlannerImpl final : public OpPlanner {
       const Variant f = HybridForwardOf(v);
       // SAVE: 1 (the default) every h, n (_h{n}) every n-th, 0 (_y1) none but SamuGroupKeepsH's.
       const int save = v.h_from_y != 0 ? 0 : v.save_every;
-      if (v.control_ahead != 0) {  // _m{ahead}: the control blocks inside the forward's grid
-        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
-                                              {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order,
-                                               v.h_from_y == 0 && v.save_every == 0 ? 1 : save, v.control_ahead})});
-      } else {
-        k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-        k.push_back({Role::kFwdScan, v.save_every == 0 && v.h_from_y == 0
-                                         ? Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
-                                                                             TileOfLookback(f), f.order})
-                                         : Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
-                                                                             TileOfLookback(f), f.order, save})});
-      }
+      k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
+      k.push_back({Role::kFwdScan, v.save_every == 0 && v.h_from_y == 0
+                                       ? Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
+                                                                           TileOfLookback(f), f.order})
+                                       : Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
+                                                                           TileOfLookback(f), f.order, save})});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
       k.push_back({Role::kBwdScan,
@@ -616,12 +596,8 @@ class GatedPlannerImpl final : public OpPlanner {
         // lookback _o3's forward on its (strips, B, tiles) grid (block-index tiles, packed look-back).
         const Variant f = HybridForwardOf(v);
         const gated::Layout held = LayoutFor(f, problem);
-        // _m: no control kernel (add() skips roles the variant has no kernel for); the grid's first
-        // z-rows are the head's control blocks.
-        const int64_t head = v.control_ahead != 0 ? gated::ControlHeadRows(s.length, s.width, v.strip, v.control_ahead) : 0;
         add(Role::kControl, "fwd", CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock), 1, gated::kFixupThreads, 0);
-        add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads, FwdSmem(f, problem.op, problem.dtype),
-            head + held.tiles);
+        add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads, FwdSmem(f, problem.op, problem.dtype), held.tiles);
       } else if (HasFwd(problem.mode)) {
         add(Role::kFwdAgg, "fwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkFwdAgg, rows, elem));
         add(Role::kFwdCarry, "fwd", carry_x, s.batch, carry_threads, 0);

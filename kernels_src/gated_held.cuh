@@ -701,10 +701,12 @@ __device__ __forceinline__ float2 SamuControlOf(const SamuParams& p, float sum) 
 // take the tokens last first: the scan after it reads x first tile first,
 // so the rows this pass read last are the ones still in L2 when the scan
 // starts, and the scan's own traffic evicts rows it reads last.
-// The sum of x over the W channels of row `token` of B x L, by the calling
-// warp (every lane returns it).
 template <typename T>
-__device__ __forceinline__ float SamuRowSum(const SamuParams& p, long long token, int lane) {
+__device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
+  const long long token =
+      static_cast<long long>(gridDim.x - 1 - blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (token >= p.batch * p.length) return;
   constexpr int kE = 16 / int(sizeof(T));
   const T* row = static_cast<const T*>(p.x) + token * p.width;
   float sum = 0.0f;
@@ -723,16 +725,7 @@ __device__ __forceinline__ float SamuRowSum(const SamuParams& p, long long token
   } else {
     for (long long c = lane; c < p.width; c += 32) sum += scan::ToFloat(row[c]);
   }
-  return RowSum<32>(sum);
-}
-
-template <typename T>
-__device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
-  const long long token =
-      static_cast<long long>(gridDim.x - 1 - blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (token >= p.batch * p.length) return;
-  const float sum = SamuRowSum<T>(p, token, lane);
+  sum = RowSum<32>(sum);
   if (lane == 0) reinterpret_cast<float2*>(p.ctrl)[token] = SamuControlOf(p, sum);
 }
 
@@ -1055,117 +1048,11 @@ constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
   return ((order >= 3 && elem_bytes == 2) || order == 5) && steps * vec > 16;
 }
 
-// ---- samu `chunked` _m{ahead}: the control values made inside the look-back forward ----
-//
-// No control kernel before the forward. The block of (b, tile j, strip s),
-// once its local pass is done with the staged x, stages x of (b, j + ahead,
-// s) into the same shared memory (the tile block (b, j + ahead, s) will
-// stage, so DRAM gives x once) and, after its rescan, writes each of those
-// rows' sum over its channels to partials[b][j + ahead][s][.]. Blocks of
-// tile j also reduce, after their rescan: strip s sums, in strip order, the
-// partials of its share of tile j + ahead - lag's tokens (written by tile j
-// - lag's blocks, which ended before as a rule: ReduceLag makes lag tiles
-// of blocks more than the GPU holds at once; the first word is loaded
-// before the rescan) and writes (r_t, i_t) to p.ctrl and as packed words,
-// which the blocks of that tile wait for before their local pass. The DRAM round trip and the production sit after each
-// block's look-back, off its critical path (session 12's _a made them before
-// it, bench/NOTES.md). The tokens below ahead x tile come from the head:
-// control blocks on the grid's first z-rows (kHeadTokens tokens each, one
-// warp per token). Every wait is on a block of lower index.
-// gated_layout.h: MakeControlAhead, ControlHeadRows.
-// Where the (r_t, i_t) of token t of sequence b go: p.ctrl (the backward's)
-// and the packed words (the forward's scan blocks'); lp = tiles x tile.
-__device__ __forceinline__ void SamuPublishControl(const SamuParams& p, const ControlAheadLayout& cal, long long lp,
-                                                   long long b, long long t, float sum, unsigned tag) {
-  const float2 ri = SamuControlOf(p, sum);
-  reinterpret_cast<float2*>(p.ctrl)[b * p.length + t] = ri;
-  unsigned long long* w =
-      reinterpret_cast<unsigned long long*>(static_cast<char*>(p.workspace) + cal.ctrl) + 2 * (b * lp + t);
-  scan::StoreWord(w, scan::PackWord(ri.x, tag + 1u));
-  scan::StoreWord(w + 1, scan::PackWord(ri.y, tag + 1u));
-}
-
-// A head block: tokens [first, first + kHeadTokens) of sequence b below `end`, one warp each.
-template <typename T>
-__device__ __forceinline__ void SamuHeadControl(const SamuParams& p, const ControlAheadLayout& cal, long long lp,
-                                                long long b, long long first, long long end, unsigned tag) {
-  const int lane = threadIdx.x % 32;
-  const long long t = first + threadIdx.x / 32;
-  if (t >= end) return;
-  const float sum = SamuRowSum<T>(p, b * p.length + t, lane);
-  if (lane == 0) SamuPublishControl(p, cal, lp, b, t, sum, tag);
-}
-
-// The staged rows of (b, tile, strip): each row's sum over the strip's
-// channels (the staging is 0 past L and past W) into the partial words.
-template <typename T, int THREADS, int STRIP, int TILE>
-__device__ __forceinline__ void SamuWritePartials(const SamuParams& p, const T* s_x, const ControlAheadLayout& cal,
-                                                  long long tiles, long long strips, long long b, long long tile,
-                                                  long long strip, unsigned tag) {
-  constexpr int kE = 16 / int(sizeof(T));
-  unsigned long long* part = reinterpret_cast<unsigned long long*>(static_cast<char*>(p.workspace) + cal.partials) +
-                             ((b * tiles + tile) * strips + strip) * TILE;
-  for (int r = threadIdx.x; r < TILE; r += THREADS) {
-    float sum = 0.0f;
-#pragma unroll
-    for (int c = 0; c < STRIP; c += kE) sum += ChunkSum<T>(*reinterpret_cast<const uint4*>(s_x + r * STRIP + c));
-    scan::StoreWord(part + r, scan::PackWord(sum, tag + 1u));
-  }
-}
-
-// Strip s's share of (b, tile)'s tokens: ceil(TILE / strips) of them, each
-// the sum of the strips' partials in strip order (waiting for each word),
-// then published. s_red: ceil(TILE / strips) x strips floats of scratch.
-// Word idx of strip s's share (k = idx / strips its token, u = idx % strips
-// the strip it sums), or nullptr past the share, the tile or L.
-template <int TILE>
-__device__ __forceinline__ const unsigned long long* SamuPartialWord(const SamuParams& p, const ControlAheadLayout& cal,
-                                                                     long long tiles, long long strips, long long b,
-                                                                     long long tile, long long strip, int idx) {
-  const int share = static_cast<int>((TILE + strips - 1) / strips);
-  const int k = idx / static_cast<int>(strips), u = idx % static_cast<int>(strips);
-  const int r = static_cast<int>(strip) * share + k;
-  if (k >= share || r >= TILE || tile * TILE + r >= p.length) return nullptr;
-  return reinterpret_cast<const unsigned long long*>(static_cast<const char*>(p.workspace) + cal.partials) +
-         ((b * tiles + tile) * strips + u) * TILE + r;
-}
-
-// `pre`: word threadIdx.x, loaded by the caller earlier (its round trip
-// under the caller's rescan); loaded again until this launch's tag is on it.
-template <int THREADS, int TILE>
-__device__ __forceinline__ void SamuReduceControl(const SamuParams& p, const ControlAheadLayout& cal, long long tiles,
-                                                  long long strips, long long b, long long tile, long long strip,
-                                                  unsigned tag, float* s_red, unsigned long long pre) {
-  const int share = static_cast<int>((TILE + strips - 1) / strips);
-  const int first = static_cast<int>(strip) * share;
-  const int n = share * static_cast<int>(strips);
-  for (int idx = threadIdx.x; idx < n; idx += THREADS) {
-    const unsigned long long* w = SamuPartialWord<TILE>(p, cal, tiles, strips, b, tile, strip, idx);
-    float v = 0.0f;
-    if (w != nullptr) {
-      unsigned long long word = idx == static_cast<int>(threadIdx.x) ? pre : 0ull;
-      while (scan::FlagOf(word) != tag + 1u) word = scan::LoadWord(w);
-      v = scan::ValueOf(word);
-    }
-    s_red[idx] = v;
-  }
-  __syncthreads();
-  if (threadIdx.x < share) {
-    const int r = first + threadIdx.x;
-    const long long t = tile * TILE + r;
-    if (r < TILE && t < p.length) {
-      float sum = 0.0f;
-      for (int u = 0; u < static_cast<int>(strips); ++u) sum += s_red[threadIdx.x * static_cast<int>(strips) + u];
-      SamuPublishControl(p, cal, tiles * TILE, b, t, sum, tag);
-    }
-  }
-}
-
 // Forward: stages x (2 B per element at bf16); (r_t, i_t) of the thread's
 // rows are loaded before the staging wait; (a, b) stay in registers.
 // FUSED (the `fused` family): no control kernel before it; the strips of
 // the time tile meet for m_t once x is staged (SamuMeetForward).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1, int AHEAD = 0>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -1186,47 +1073,10 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // which itself waited for whatever wrote x before it let this grid start,
   // so x is complete; p.ctrl (the control's output) and the workspace are
   // touched only after the wait. (_o5 and `fused` have no control kernel.)
-  // kMixed (_m{AHEAD}): no control kernel before it, so x (perhaps written
-  // by the predecessor) only after the grid wait.
-  constexpr bool kMixed = AHEAD > 0;
-  static_assert(!kMixed || (ORDER >= 2 && !FUSED && !kCluster && TILE == HybridTile(STRIP) && AHEAD >= 2 &&
-                             THREADS / 32 == kHeadTokens),
-                "_m: the `chunked` _l forward (packed look-back, its tile), reducers before the tile's blocks");
-  constexpr bool kEarly = ORDER >= 2 && !FUSED && !kCluster && !kMixed;
-  const ControlAheadLayout cal =
-      kMixed ? MakeControlAhead(p.batch, p.length, p.width, STRIP) : ControlAheadLayout{0, 0, 0};
-  const int head_rows = kMixed ? static_cast<int>(ControlHeadRows(p.length, p.width, STRIP, AHEAD)) : 0;
-  unsigned epoch_tag = 0;
-  if constexpr (kMixed) {
-    scan::GridDependencyWait();
-    scan::LaunchDependents();
-    epoch_tag = scan::EpochTag(static_cast<const unsigned*>(p.workspace));
-    if (static_cast<int>(blockIdx.z) < head_rows) {  // a head block; it arrives at the epoch as the scans do
-      const long long head_end = static_cast<long long>(AHEAD) * TILE < p.length ? static_cast<long long>(AHEAD) * TILE
-                                                                                : p.length;
-      SamuHeadControl<T>(p, cal, lay.tiles * TILE, blockIdx.y,
-                         (static_cast<long long>(blockIdx.z) * gridDim.x + blockIdx.x) * kHeadTokens, head_end,
-                         epoch_tag);
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        unsigned* header = static_cast<unsigned*>(p.workspace);
-        scan::FinishEpoch(header, atomicAdd(header + 1, 1u), gridDim.x * gridDim.y * gridDim.z);
-      }
-      return;
-    }
-  }
+  constexpr bool kEarly = ORDER >= 2 && !FUSED && !kCluster;
   const auto x = [&] {
     if constexpr (FUSED) {
       return BlockTile<STRIP, TILE, false>(p.length);
-    } else if constexpr (kMixed) {  // below the head's z-rows
-      TileIndexOf<int> t;
-      t.strip = blockIdx.x;
-      t.b = blockIdx.y;
-      t.tile = static_cast<int>(blockIdx.z) - head_rows;
-      t.seq = t.b * gridDim.x + t.strip;
-      t.c_strip = t.strip * STRIP;
-      t.base = static_cast<long long>(t.tile) * TILE;
-      return t;
     } else if constexpr (kEarly) {
       return BlockTile<STRIP, TILE, false, int>(p.length);
     } else {
@@ -1234,26 +1084,19 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     }
   }();
   const bool chunks = ChunkAligned<T>(p.x, p.width);
-  // The x rows of the tile at `base` of this block's (b, strip) into s_in.
-  auto stage = [&](long long base) {
-    if (chunks && base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
-      const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + base) * p.width + x.c_strip, p.width);
-      st.Stage(s_in, static_cast<const T*>(p.x), 0, p.width);
-    } else {
-      StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, base, 0,
-                                         chunks);
-    }
-    CpAsyncCommit();
-  };
-  stage(x.base);
-  if constexpr (kEarly || kMixed) {  // StartTile's ORDER >= 2 path, after the staging
-    if constexpr (kEarly) {
-      scan::GridDependencyWait();
-      scan::LaunchDependents();
-    }
+  if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
+    const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
+    st.Stage(s_in, static_cast<const T*>(p.x), 0, p.width);
+  } else {
+    StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
+                                       chunks);
+  }
+  CpAsyncCommit();
+  if constexpr (kEarly) {  // StartTile's ORDER >= 2 path, after the staging
+    scan::GridDependencyWait();
+    scan::LaunchDependents();
     if (threadIdx.x == 0) s_ticket[0] = scan::EpochTag(static_cast<const unsigned*>(p.workspace));
   }
-
   const int tid = threadIdx.x;
   const int lane = tid % kLanes;
   const int seg = tid / kLanes;
@@ -1265,26 +1108,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   __shared__ float s_rows[kCluster ? TILE : 1];
   if constexpr (!FUSED && !kCluster) {
     const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
-    if constexpr (kMixed) {  // the packed words of this launch (head or reducers)
-      const unsigned long long* w = reinterpret_cast<const unsigned long long*>(
-                                        static_cast<const char*>(p.workspace) + cal.ctrl) +
-                                    2 * (x.b * lay.tiles * TILE + x.base);
-      for (int r = threadIdx.x; r < TILE; r += THREADS) {
-        float2 ri = make_float2(0.0f, 0.0f);
-        if (x.base + r < p.length) {
-          unsigned long long wr, wi;
-          do {
-            wr = scan::LoadWord(w + 2 * r);
-            wi = scan::LoadWord(w + 2 * r + 1);
-          } while (scan::FlagOf(wr) != epoch_tag + 1u || scan::FlagOf(wi) != epoch_tag + 1u);
-          ri = make_float2(scan::ValueOf(wr), scan::ValueOf(wi));
-        }
-        s_ri[r] = ri;
-      }
-    } else {
-      for (int r = threadIdx.x; r < TILE; r += THREADS) {
-        s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
-      }
+    for (int r = threadIdx.x; r < TILE; r += THREADS) {
+      s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
     }
   }
   // sp and beta now; gamma only after the look-back (fewer live registers
@@ -1357,25 +1182,9 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     for (int j = 0; j < VEC; ++j) A[j] = Ex2Ftz(sp[j] * rsum);
   }
   float s[VEC];
-  // _m: x of tile + AHEAD into the staging once every thread is past its local pass.
-  const bool produce = kMixed && x.tile + AHEAD < lay.tiles;
-  auto refill = [&] {
-    if (produce) stage(x.base + static_cast<long long>(AHEAD) * TILE);
-  };
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s,
-                                                           refill);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows: every block may exit
-  // _m: this block reduces (b, tile + AHEAD - lag)'s partials after its
-  // rescan; its first word is loaded now.
-  const long long lag = kMixed ? ReduceLag(p.batch, lay.strips, AHEAD) : 0;
-  const bool reduce = kMixed && x.tile >= lag && x.tile + AHEAD - lag < lay.tiles;
-  unsigned long long pre = 0ull;
-  if (reduce) {
-    const unsigned long long* w =
-        SamuPartialWord<TILE>(p, cal, lay.tiles, lay.strips, x.b, x.tile + AHEAD - lag, x.strip, threadIdx.x);
-    if (w != nullptr) pre = scan::LoadWord(w);
-  }
-  if (l.nvalid > 0) {  // (threads past W: only the _m production below)
+  if (l.nvalid <= 0) return;
   float gamma[VEC];
   LoadChannels(gamma, p.gamma, l);
   // _y1: h only where the backward cannot take it from y (SamuGroupKeepsH).
@@ -1419,20 +1228,6 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   }
   });
   if (interior && x.base + row0 + kSteps == p.length && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, l);
-  }
-  if constexpr (kMixed) {  // (block-uniform tests)
-    if (produce) {
-      CpAsyncWait<0>();
-      __syncthreads();
-      SamuWritePartials<T, THREADS, STRIP, TILE>(p, s_in, cal, lay.tiles, lay.strips, x.b, x.tile + AHEAD, x.strip,
-                                                 epoch_tag);
-    }
-    if (reduce) {
-      __syncthreads();  // (the combine's shared memory is the scratch)
-      SamuReduceControl<THREADS, TILE>(p, cal, lay.tiles, lay.strips, x.b, x.tile + AHEAD - lag, x.strip, epoch_tag,
-                                       s_A, pre);
-    }
-  }
 }
 
 // samu's backward at one element (the `lookback` / `fused` and `chunked`
@@ -1888,9 +1683,9 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
   scan::LaunchDependents();
   gated::SamuControlFast<T>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int AHEAD = 0>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1>
 __global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE)) samu_fwd_held(const SamuParams p) {
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, AHEAD>(p);
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)

@@ -160,47 +160,9 @@ constexpr int kHybridThreads = 256;
 constexpr int kHybridItems = 16;
 GATED_HD constexpr int HybridSegments(int strip) { return kHybridThreads * kHybridVec / strip; }
 GATED_HD constexpr int HybridTile(int strip) { return HybridSegments(strip) * kHybridItems; }
-// _m{ahead} (the control values made inside the look-back forward,
-// gated_held.cuh; the regions come for every _l point, after the look-back
-// region and zeroed once with it). Words pack (epoch tag + 1, fp32 value) as
-// the packed look-back's do, so a reader needs no fence or flag:
-//   ctrl      [B][tiles x tile][2] u64: (r_t, i_t) for the scan blocks
-//   partials  [B][tiles][strips][tile] u64: per strip, the sum of its
-//             channels of x at every token of the tile
-// The grid's first ControlHeadRows z-rows are control blocks (kHeadTokens
-// tokens each) for the tokens below ahead x tile.
-constexpr int kHeadTokens = 8;  // one per warp of the 256-thread forward
-// The blocks of tile j reduce tile j + ahead - lag's partial sums (written by
-// tile j - lag's). Any lag in [1, ahead) is deadlock-free (every wait is on
-// a lower tile); for speed, lag tiles of B x strips blocks are more than the
-// H200 holds at once (132 SMs x 4 blocks of the forward), so those have
-// ended, where ahead leaves room.
-GATED_HD long long ReduceLag(long long batch, long long strips, int ahead) {
-  const long long per_tile = batch * strips;
-  const long long lag = (4 * 132 + per_tile - 1) / per_tile + 1;
-  return lag < ahead ? lag : ahead - 1;
-}
-struct ControlAheadLayout {
-  long long ctrl, partials, end;
-};
-GATED_HD ControlAheadLayout MakeControlAhead(long long batch, long long length, long long width, int strip) {
-  const Layout held = MakeLayout(batch, length, width, strip, HybridTile(strip), kSamuParams, true, true, true);
-  ControlAheadLayout c;
-  c.ctrl = held.zero_bytes;
-  c.partials = c.ctrl + RoundUp256(16 * batch * held.tiles * HybridTile(strip));
-  c.end = c.partials + RoundUp256(8 * batch * held.tiles * held.strips * HybridTile(strip));
-  return c;
-}
-// The head's rows of (strips, B) blocks: ahead x tile tokens of each sequence (at most L).
-GATED_HD long long ControlHeadRows(long long length, long long width, int strip, int ahead) {
-  const long long tokens = ahead * static_cast<long long>(HybridTile(strip)) < length
-                               ? ahead * static_cast<long long>(HybridTile(strip))
-                               : length;
-  const long long per_row = kHeadTokens * ((width + strip - 1) / strip);
-  return (tokens + per_row - 1) / per_row;
-}
 GATED_HD long long HybridBase(long long batch, long long length, long long width, int strip) {
-  return strip == 0 ? 0 : MakeControlAhead(batch, length, width, strip).end;
+  return strip == 0 ? 0
+                    : MakeLayout(batch, length, width, strip, HybridTile(strip), kSamuParams, true, true, true).zero_bytes;
 }
 
 struct ChunkedLayout {

@@ -543,18 +543,12 @@ __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, 
 // arrives at the epoch counter and, if last, opens the next epoch (waiting
 // for the atomic there stalls one warp of an issue-bound block; holding its
 // result to the block's end instead spilled in the 64-register backward).
-// `hook` runs right after the block's first barrier (every thread is past
-// its local pass there: samu's _m forward refills the staging).
-struct NoHook {
-  __device__ __forceinline__ void operator()() const {}
-};
-template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long,
-          typename Hook = NoHook>
+template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long>
 __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const float (&H)[VEC],
                                                    const float (&carry0)[VEC], const TileIndexOf<I>& x,
                                                    const Layout& lay,
                                                    void* workspace, float* s_A, float* s_H, float* s_carry,
-                                                   float (&s)[VEC], Hook hook = Hook{}) {
+                                                   float (&s)[VEC]) {
   constexpr int kLanes = STRIP / VEC;
   constexpr int kSegs = THREADS / kLanes;
   const int tid = threadIdx.x;
@@ -572,7 +566,6 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
     my_H[j] = H[j];
   }
   __syncthreads();
-  hook();
   // The last segment's threads (the row) turn the segment aggregates into
   // exclusive prefixes in place and hold the tile aggregate.
   const bool row = seg == kSegs - 1;

@@ -519,12 +519,9 @@ TEST(GatedPlan, ChunkedWithLookbackForward) {
   for (const Launch& l : plan->launches) EXPECT_TRUE(l.dependent_launch);
   const gated::ChunkedLayout lay = gated::MakeChunkedLayout(4, 2048, 2048, 32, 64);
   const gated::ChunkedLayout plain = gated::MakeChunkedLayout(4, 2048, 2048, 32);
-  // Zeroed once: the o3 forward's look-back region, then _m's control words and partials.
-  EXPECT_EQ(plan->workspace_zero_bytes,
-            static_cast<uint64_t>(gated::MakeControlAhead(4, 2048, 2048, 64).end));
-  EXPECT_EQ(gated::MakeControlAhead(4, 2048, 2048, 64).ctrl, static_cast<int64_t>(o3->workspace_zero_bytes));
+  EXPECT_EQ(plan->workspace_zero_bytes, o3->workspace_zero_bytes);
   EXPECT_TRUE(plan->workspace_zero_once);
-  EXPECT_EQ(lay.sum_r_offset, static_cast<int64_t>(plan->workspace_zero_bytes));
+  EXPECT_EQ(lay.sum_r_offset, static_cast<int64_t>(o3->workspace_zero_bytes));
   EXPECT_EQ(lay.total_bytes - lay.sum_r_offset, plain.total_bytes);
   EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(lay.total_bytes));
   // Strips other than the two _o3 forwards', and the knob on other operators, are refused.
@@ -725,57 +722,6 @@ TEST(GatedPlan, ChunkedHFromY) {
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_y1"), p, h200).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_h4_y1"), p, h200).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_y2"), p, h200).code(), StatusCode::kInvalidArgument);
-}
-
-// _m{ahead}: no control kernel; the look-back forward makes the control values
-// on its own grid: head rows of control blocks first (z), then the scan's tiles,
-// through packed words between the look-back region and the chunked sections.
-TEST(GatedPlan, ChunkedControlAhead) {
-  const DeviceLimits h200;
-  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
-  const Variant v = Parsed("chunked_v8_t256_c32_l64_y1_m12");
-  EXPECT_EQ(v.control_ahead, 12);
-  EXPECT_EQ(v.Name(), "chunked_v8_t256_c32_l64_y1_m12");
-  const LaunchPlan plan = SamuSeedPlan("chunked_v8_t256_c32_l64_y1_m12");
-  const LaunchPlan y1 = SamuSeedPlan("chunked_v8_t256_c32_l64_y1");
-  ASSERT_EQ(plan.launches.size(), 5u);
-  ASSERT_EQ(y1.launches.size(), 6u);
-  EXPECT_EQ(plan.launches[0].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 12>");
-  // 12 tiles of 128 tokens ahead = 1536 tokens of each sequence, 8 per head block, 32 strips per row: 6 rows.
-  EXPECT_EQ(gated::ControlHeadRows(2048, 2048, 64, 12), 6);
-  EXPECT_EQ(plan.launches[0].grid, (std::array<uint32_t, 3>{32u, 4u, 6u + 16u}));
-  EXPECT_EQ(plan.launches[0].shared_bytes, y1.launches[1].shared_bytes);
-  for (size_t i = 1; i < plan.launches.size(); ++i) {
-    EXPECT_EQ(plan.launches[i].name_expression, y1.launches[i + 1].name_expression);
-    EXPECT_EQ(plan.launches[i].grid, y1.launches[i + 1].grid);
-  }
-  EXPECT_TRUE(plan.launches[0].dependent_launch);
-  EXPECT_TRUE(plan.workspace_zero_once);
-  // After the look-back region: the control words (B x tiles x tile x 2 u64), the partials
-  // (B x tiles x strips x tile u64), inside the zeroed-once prefix.
-  const gated::ControlAheadLayout cal = gated::MakeControlAhead(4, 2048, 2048, 64);
-  EXPECT_EQ(cal.ctrl, gated::MakeLayout(4, 2048, 2048, 64, 128, 3, true, true, true).zero_bytes);
-  EXPECT_EQ(cal.partials, cal.ctrl + 4 * 2048 * 16);
-  EXPECT_EQ(cal.end - cal.partials, 4 * 16 * 32 * 128 * 8);
-  EXPECT_EQ(static_cast<long long>(plan.workspace_zero_bytes), cal.end);
-  EXPECT_EQ(plan.workspace_bytes, y1.workspace_bytes);
-  // The reducers' lag: more tiles of blocks than the H200 holds (528) where ahead leaves room.
-  EXPECT_EQ(gated::ReduceLag(1, 64, 40), 10);
-  EXPECT_EQ(gated::ReduceLag(1, 64, 6), 5);
-  // The head stops at L.
-  EXPECT_EQ(gated::ControlHeadRows(300, 100, 32, 16), CeilDiv(300, 8 * 4));
-  // Refused: without _l, ahead at most the reduce lag or over 64.
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_m12"), p, h200).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_m1"), p, h200).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_m65"), p, h200).code(), StatusCode::kInvalidArgument);
-  // Every dtype and mode the _o3 forward takes (16-bit; fp32 is refused for every _l point).
-  for (DType dtype : {DType::kBF16, DType::kF16}) {
-    for (Mode mode : {Mode::kFwd, Mode::kBwd, Mode::kFwdBwd}) {
-      const Status st =
-          CanImplement(Parsed("chunked_v8_t512_c64_l32_m2"), MakeProblem(Op::kSamu, {2, 1000, 2050}, dtype, mode), h200);
-      EXPECT_TRUE(st.ok()) << st.ToString();
-    }
-  }
 }
 
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {

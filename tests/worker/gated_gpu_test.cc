@@ -103,16 +103,5 @@ TEST(GatedGpuTest, SamuHFromYVariantsAreLegal) {
                  Named({"chunked_v8_t256_c32_l64_y1", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t256_c128_l32_y1"}));
 }
 
-// samu `chunked` _m{ahead} (runs by name): the control values made inside
-// the look-back forward: head control blocks for the first `ahead` tiles, then
-// each scan block stages x `ahead` tiles on and writes its rows' partial sums,
-// which blocks `lag` tiles later reduce (ReduceLag: here ahead - 1). Strip 64
-// (tiles of 128 tokens) and 32 (256); ahead 2, 3 and 5 (L = 8192 has 64 or 32
-// tiles) and 64 (all head here), with and without _y1.
-TEST(GatedGpuTest, SamuControlAheadVariantsAreLegal) {
-  VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c32_l64_m2", "chunked_v8_t512_c64_l32_y1_m3",
-                                   "chunked_v8_t256_c128_l32_y1_m5", "chunked_v8_t256_c64_l32_m64"}));
-}
-
 }  // namespace
 }  // namespace scantune
