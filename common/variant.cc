@@ -37,7 +37,8 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
               {'c', &Variant::chunk},
               {'l', &Variant::strip, true},
               {'h', &Variant::save_every, true},
-              {'y', &Variant::h_from_y, true}};
+              {'y', &Variant::h_from_y, true},
+              {'b', &Variant::fwd_blocks, true}};
     case Algorithm::kLookback:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},
@@ -182,7 +183,8 @@ int Variant::Complexity() const {
 size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
   for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm,
-                   v.order, v.dim_block, v.state_split, v.segment, v.save_every, v.h_from_y}) {
+                   v.order, v.dim_block, v.state_split, v.segment, v.save_every, v.h_from_y,
+                   v.fwd_blocks}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

@@ -43,6 +43,8 @@ struct Variant {
                           // and the backward recomputes the rows between from x ("_h4")
   int h_from_y = 0;       // kChunked (samu) with _l: 1 ("_y1"): the forward stores y only, the backward takes
                           // h = y / gamma (h itself only for 8-channel groups with a gamma near 0)
+  int fwd_blocks = 0;     // kChunked (samu) with _l: n ("_b{n}"): the look-back forward keeps b at 16 bits in place
+                          // of its staged x (no fp32 region) and is compiled for n blocks per SM; 0: _o3's 4
   int order = 0;          // kLookbackSmem: 0 tiles by atomic ticket; 1 by block index (no ticket; "_o1")
                           // kLookback (rglru, samu): 2 block index + packed look-back + launch epochs + PDL ("_o2")
   int dim_block = 0;    // kFused, kFusedSeg: channels per block

@@ -27,6 +27,9 @@
 //       forward saves h at every n-th token only, and the backward rescan
 //       recomputes the rows between from the x it stages anyway: 2 (n - 1) / n
 //       fewer bytes per element, ~8 more instructions per element in the rescan.)
+//       _y1 (bf16 fwd_bwd): the forward stores y and not h, the backward takes
+//       h = y / gamma. _b{n} (bf16): the forward keeps b at 16 bits in place of
+//       its staged x (no fp32 region) and is compiled for n blocks per SM.
 // (v1's `lookbacksmem` family, the tile staged with an fp32 (a, b) region,
 // was dropped in session 4: 1.5-3x slower than `lookback` at every seed
 // shape, never selected; bench/NOTES.md "rglru/samu v4".)
@@ -132,6 +135,10 @@ constexpr HybridKnobs kHybrid[] = {{256, 32, 64},  {512, 32, 64},  {256, 64, 64}
 // _y1 (bf16 fwd_bwd only) at the four points that won a seed shape without it:
 // -2 to -10 us of fwd_bwd there (bench/NOTES.md session 12).
 constexpr HybridKnobs kHybridFromY[] = {{256, 32, 64}, {256, 64, 32}, {512, 64, 32}, {256, 128, 32}};
+// _b5 (bf16): the same four _y1 points with the forward's b at 16 bits in place of x, 5 blocks per SM
+// (48 registers, no spill; _b6 spilled 20 bytes at 40): -2 to -5 us of the forward at L = 32768, level at
+// 4x2048x2048 (bench/NOTES.md session 14).
+constexpr int kHybridB16Blocks = 5;
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -276,6 +283,8 @@ class GatedPlannerImpl final : public OpPlanner {
       for (const HybridKnobs& k : kHybridFromY) {
         variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
                             .chunk = k.chunk, .strip = k.strip, .h_from_y = 1});
+        variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                            .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = kHybridB16Blocks});
       }
     }
     return variants;
@@ -328,6 +337,16 @@ class GatedPlannerImpl final : public OpPlanner {
       if (problem.dtype != DType::kBF16) {
         return InvalidArgument("_y1 is bf16's: fp16's range may not hold gamma h where it holds h, and the fp32 "
                                "rescan spills with it at t512");
+      }
+    }
+    if (v.fwd_blocks != 0) {
+      if (v.strip == 0 || v.fwd_blocks < 4 || v.fwd_blocks > 8) {
+        return InvalidArgument("_b" + std::to_string(v.fwd_blocks) +
+                               ": 4 to 8 blocks per SM of the look-back forward, with _l{strip}");
+      }
+      if (problem.dtype != DType::kBF16) {
+        return InvalidArgument("_b" + std::to_string(v.fwd_blocks) +
+                               " keeps b at 16 bits: bf16's (fp16's range may not hold b = s i beta x)");
       }
     }
     const int64_t rows = RowsThreads(v, s.width);
@@ -501,11 +520,17 @@ class GatedPlannerImpl final : public OpPlanner {
       // SAVE: 1 (the default) every h, n (_h{n}) every n-th, 0 (_y1) none but SamuGroupKeepsH's.
       const int save = v.h_from_y != 0 ? 0 : v.save_every;
       k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      k.push_back({Role::kFwdScan, v.save_every == 0 && v.h_from_y == 0
-                                       ? Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
-                                                                           TileOfLookback(f), f.order})
-                                       : Instance("samu_fwd_held", dtype, {f.vec, f.threads, StripOf(f),
-                                                                           TileOfLookback(f), f.order, save})});
+      if (v.fwd_blocks != 0) {  // _b{n}: b at 16 bits in place of x, n blocks per SM
+        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
+                                              {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order,
+                                               v.save_every == 0 && v.h_from_y == 0 ? 1 : save, v.fwd_blocks})});
+      } else if (v.save_every == 0 && v.h_from_y == 0) {
+        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
+                                              {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order})});
+      } else {
+        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
+                                              {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order, save})});
+      }
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
       k.push_back({Role::kBwdScan,
@@ -597,7 +622,9 @@ class GatedPlannerImpl final : public OpPlanner {
         const Variant f = HybridForwardOf(v);
         const gated::Layout held = LayoutFor(f, problem);
         add(Role::kControl, "fwd", CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock), 1, gated::kFixupThreads, 0);
-        add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads, FwdSmem(f, problem.op, problem.dtype), held.tiles);
+        // _b{n}: the staging and the combine only (b in place of x).
+        add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads,
+            v.fwd_blocks != 0 ? SmemBytes(f, problem.dtype, 1) : FwdSmem(f, problem.op, problem.dtype), held.tiles);
       } else if (HasFwd(problem.mode)) {
         add(Role::kFwdAgg, "fwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkFwdAgg, rows, elem));
         add(Role::kFwdCarry, "fwd", carry_x, s.batch, carry_threads, 0);

@@ -1052,7 +1052,7 @@ constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
 // rows are loaded before the staging wait; (a, b) stay in registers.
 // FUSED (the `fused` family): no control kernel before it; the strips of
 // the time tile meet for m_t once x is staged (SamuMeetForward).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1, int BLOCKS = 0>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -1122,8 +1122,13 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // ex2 per channel) instead of a product over its steps (one FMUL per
   // element).
   constexpr bool kHold = kHoldA<kSteps, VEC>;
-  constexpr bool kBSmem = !FUSED && SamuBInSmem(ORDER, int(sizeof(T)), kSteps, VEC);
-  constexpr bool kLean = sizeof(T) == 2 && ORDER >= 3 && (kHold || kBSmem);
+  // kB16 (`chunked` _b{BLOCKS}): b rounded to T in place of its x in the
+  // staging (each element's x is read once, by the thread that writes its
+  // b), no fp32 region: ~21 KB of shared memory, BLOCKS blocks per SM.
+  constexpr bool kB16 = BLOCKS > 0;
+  static_assert(!kB16 || (sizeof(T) == 2 && ORDER == 3 && !FUSED && !kHold), "_b: the 16-bit _o3 forward, a not held");
+  constexpr bool kBSmem = !FUSED && !kB16 && SamuBInSmem(ORDER, int(sizeof(T)), kSteps, VEC);
+  constexpr bool kLean = sizeof(T) == 2 && ORDER >= 3 && (kHold || kBSmem || kB16);
   float sp[VEC], beta[VEC];
   LoadChannels(sp, p.lambda, l);
   LoadChannels(beta, p.beta, l);
@@ -1138,7 +1143,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
 
   const bool interior = Interior<STRIP, TILE>(x.base, p.length, x.c_strip, p.width, l.wide);
   float* s_b = reinterpret_cast<float*>(smem + SP::kCombineOffset + ((2 * kSegs * STRIP + STRIP) * 4 + 16 + 15) / 16 * 16);
-  float av[kHold ? kSteps : 1][VEC], bv[kBSmem ? 1 : kSteps][VEC];
+  float av[kHold ? kSteps : 1][VEC], bv[kBSmem || kB16 ? 1 : kSteps][VEC];
   float A[VEC], H[VEC];
   Fill(A, 1.0f);
   Fill(H, 0.0f);
@@ -1151,6 +1156,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     const float2 ri = s_ri[row];
     if constexpr (kLean) rsum += ri.x;
     const Pack<T, VEC> px = *reinterpret_cast<const Pack<T, VEC>*>(s_in + row * STRIP + lane * VEC);
+    float b16[kB16 ? VEC : 1];
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       // _o3 and up: ForwardGate's two MUFU where a is held or b is in shared
@@ -1168,13 +1174,21 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       const float a = g.a;
       const float bb = g.s * ri.y * beta[j] * px.Get(j);  // 0 past L (i = 0)
       if constexpr (kHold) av[i][j] = a;
-      if constexpr (kBSmem) {
+      if constexpr (kB16) {
+        b16[j] = bb;
+      } else if constexpr (kBSmem) {
         s_b[row * STRIP + lane * VEC + j] = bb;
       } else {
         bv[i][j] = bb;
       }
       if constexpr (!kLean) A[j] *= a;
       H[j] = fmaf(a, H[j], bb);
+    }
+    if constexpr (kB16) {
+      Pack<T, VEC> pb;
+#pragma unroll
+      for (int q = 0; q < VEC / 2; ++q) pb.u[q] = scan::PackPair<T>(b16[2 * q], b16[2 * q + 1]);
+      *reinterpret_cast<Pack<T, VEC>*>(s_in + row * STRIP + lane * VEC) = pb;
     }
   }
   if constexpr (kLean) {
@@ -1204,6 +1218,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     float r = 0.0f;
     if constexpr (!kHold) r = s_ri[row0 + i].x;
     float y[VEC];
+    Pack<T, VEC> pb;
+    if constexpr (kB16) pb = *reinterpret_cast<const Pack<T, VEC>*>(s_in + (row0 + i) * STRIP + lane * VEC);
 #pragma unroll
     for (int j = 0; j < VEC; ++j) {
       float a;
@@ -1212,7 +1228,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       } else {
         a = kLean ? Ex2Ftz(sp[j] * r) : ExpDecay<T>(sp[j] * r);  // as the local pass (rows past L: not stored)
       }
-      s[j] = fmaf(a, s[j], kBSmem ? s_b[(row0 + i) * STRIP + lane * VEC + j] : bv[kBSmem ? 0 : i][j]);
+      s[j] = fmaf(a, s[j],
+                  kB16 ? pb.Get(j) : kBSmem ? s_b[(row0 + i) * STRIP + lane * VEC + j] : bv[kBSmem || kB16 ? 0 : i][j]);
       y[j] = gamma[j] * s[j];
     }
     if (kIn || t < p.length) {
@@ -1683,9 +1700,10 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
   scan::LaunchDependents();
   gated::SamuControlFast<T>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1>
-__global__ void __launch_bounds__(THREADS, gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE)) samu_fwd_held(const SamuParams p) {
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE>(p);
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int BLOCKS = 0>
+__global__ void __launch_bounds__(THREADS, BLOCKS > 0 ? BLOCKS : gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE))
+    samu_fwd_held(const SamuParams p) {
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)

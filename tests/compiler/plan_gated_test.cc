@@ -79,10 +79,10 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
   for (Op op : kGatedOps) {
     SCOPED_TRACE(OpName(op));
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
-    // The tuner times every point: samu's 37 (session 9: the eight `chunked` _l points; session 12: four
-    // of them with _y1) are its ceiling.
+    // The tuner times every point: samu's 41 (session 9: the eight `chunked` _l points; session 12: four
+    // of them with _y1; session 14: those four with _b5) are its ceiling.
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), op == Op::kSamu ? 37u : 19u);
+    EXPECT_LE(all.size(), op == Op::kSamu ? 41u : 19u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -724,6 +724,36 @@ TEST(GatedPlan, ChunkedHFromY) {
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_y2"), p, h200).code(), StatusCode::kInvalidArgument);
 }
 
+// _b{n}: the forward's b at 16 bits in place of its staged x: the forward
+// launch takes the staging and the combine only and is compiled for n blocks
+// per SM; bf16 only, with _l.
+TEST(GatedPlan, ChunkedB16Forward) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(Op::kSamu, {1, 32768, 2048});
+  const Variant v = Parsed("chunked_v8_t256_c128_l32_y1_b5");
+  EXPECT_EQ(v.fwd_blocks, 5);
+  EXPECT_EQ(v.Name(), "chunked_v8_t256_c128_l32_y1_b5");
+  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+  StatusOr<LaunchPlan> y1 = MakePlan(Parsed("chunked_v8_t256_c128_l32_y1"), p, h200);
+  ASSERT_TRUE(plan.ok() && y1.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->launches.size(), y1->launches.size());
+  EXPECT_EQ(plan->launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 32, 256, 3, 0, 5>");
+  // x staged (256 x 32 bf16), the combine (2 x 16 segments x 32 + 32 floats) and 16 bytes; no 32 KB of fp32 b.
+  EXPECT_EQ(plan->launches[1].shared_bytes, 256u * 32 * 2 + (2 * 16 * 32 + 32) * 4 + 16);
+  EXPECT_EQ(y1->launches[1].shared_bytes, plan->launches[1].shared_bytes + 256u * 32 * 4);
+  for (size_t i = 0; i < plan->launches.size(); ++i) {
+    EXPECT_EQ(plan->launches[i].grid, y1->launches[i].grid);
+    if (i != 1) EXPECT_EQ(plan->launches[i].name_expression, y1->launches[i].name_expression);
+  }
+  EXPECT_EQ(CanImplement(v, MakeProblem(Op::kSamu, {1, 32768, 2048}, DType::kF16, Mode::kFwd), h200).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(CanImplement(Parsed("chunked_v8_t256_c64_l32_b5"),
+                           MakeProblem(Op::kSamu, {1, 32768, 2048}, DType::kBF16, Mode::kFwd), h200)
+                  .ok());
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c64_b5"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c64_l32_b3"), p, h200).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
   const NvrtcCompiler compiler;
   std::vector<CompileRequest> requests;
@@ -732,7 +762,7 @@ TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
       for (const Variant& v : EnumerateVariants(op, false)) {
         // _y1 is bf16's: CanImplement refuses it for every other dtype, so it is never compiled for them
         // (its fp32 rescan spills).
-        if (v.h_from_y != 0 && dtype != DType::kBF16) continue;
+        if ((v.h_from_y != 0 || v.fwd_blocks != 0) && dtype != DType::kBF16) continue;
         CompileRequest r;
         r.variant = v;
         r.op = op;

@@ -103,5 +103,13 @@ TEST(GatedGpuTest, SamuHFromYVariantsAreLegal) {
                  Named({"chunked_v8_t256_c32_l64_y1", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t256_c128_l32_y1"}));
 }
 
+// samu `chunked` _b{n} (bf16; _b5 also among the enumerated _y1 points): the
+// look-back forward keeps b at 16 bits in place of its staged x and is
+// compiled for n blocks per SM; with and without _y1, with _h4.
+TEST(GatedGpuTest, SamuB16ForwardVariantsAreLegal) {
+  VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c32_l64_b5", "chunked_v8_t512_c64_l32_y1_b5",
+                                   "chunked_v8_t256_c128_l32_y1_b6", "chunked_v8_t256_c64_l32_h4_b4"}));
+}
+
 }  // namespace
 }  // namespace scantune
