@@ -1136,15 +1136,6 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusFor<T>(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
   LoadRow(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
-  // _y1: whether each 8-channel group of the strip keeps h (SamuGroupKeepsH),
-  // by the first STRIP / 8 threads while x is staged, for the rescan: every
-  // thread testing its group's eight gammas cost ~100 issued instructions a
-  // thread (~3 per element, the profile of session 14).
-  __shared__ unsigned char s_keep[SAVE == 0 ? STRIP / 8 : 1];
-  if constexpr (SAVE == 0) {
-    static_assert(STRIP % 8 == 0, "_y1: whole 8-channel groups per strip");
-    if (threadIdx.x < STRIP / 8) s_keep[threadIdx.x] = SamuGroupKeepsH(p, x.c_strip / 8 + threadIdx.x) ? 1 : 0;
-  }
   CpAsyncWait<0>();
   __syncthreads();
   if constexpr (FUSED) SamuMeetForward<T, THREADS, STRIP, TILE>(p, lay, x, s_in, s_ri);
@@ -1211,7 +1202,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float gamma[VEC];
   LoadChannels(gamma, p.gamma, l);
   // _y1: h only where the backward cannot take it from y (SamuGroupKeepsH).
-  const bool store_h = SAVE != 0 || s_keep[SAVE == 0 ? lane * VEC / 8 : 0] != 0;
+  const bool store_h = SAVE != 0 || SamuGroupKeepsH(p, c0 / 8);
   const long long off0 = (x.b * p.length + x.base + row0) * p.width + c0;
   OnInterior(interior, [&](auto tag) {
   constexpr bool kIn = decltype(tag)::value;
