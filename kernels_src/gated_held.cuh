@@ -1202,7 +1202,27 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float gamma[VEC];
   LoadChannels(gamma, p.gamma, l);
   // _y1: h only where the backward cannot take it from y (SamuGroupKeepsH).
-  const bool store_h = SAVE != 0 || SamuGroupKeepsH(p, c0 / 8);
+  // Where every lane of the strip is inside W, the group's 8 / VEC lanes OR
+  // their own tests of the gammas they hold (two shuffles at vec 2; each
+  // thread testing its group's eight gammas was ~100 issued instructions a
+  // thread, ~3 per element in session 14's profile; a once-per-block test
+  // before the staging barrier put another round trip on it and lost 4-7 us).
+  bool store_h = SAVE != 0;
+  if constexpr (SAVE == 0) {
+    if (x.c_strip + STRIP <= p.width) {
+      bool keep = false;
+#pragma unroll
+      for (int j = 0; j < VEC; ++j) {
+        const float g = fabsf(gamma[j]);
+        keep = keep || !(g >= 0x1p-14f && g <= 0x1p14f);
+      }
+#pragma unroll
+      for (int o = 1; o < 8 / VEC; o *= 2) keep = keep || __shfl_xor_sync(0xffffffffu, keep ? 1 : 0, o) != 0;
+      store_h = keep;
+    } else {
+      store_h = SamuGroupKeepsH(p, c0 / 8);
+    }
+  }
   const long long off0 = (x.b * p.length + x.base + row0) * p.width + c0;
   OnInterior(interior, [&](auto tag) {
   constexpr bool kIn = decltype(tag)::value;
