@@ -219,6 +219,7 @@ const std::vector<Cli::Command>& Cli::Commands() {
          AddProblemFlags(p);
          p.AddFlag("variants", "A,B,...", "only these variants (default: every one that can run the problem)");
          p.AddBool("force", "re-tune even if a fresh selection exists");
+         p.AddBool("skip-unfit", "leave out the named variants that cannot run this problem (named in the progress)");
          p.AddBool("quiet", "no progress display");
        },
        &Cli::Tune},
@@ -424,6 +425,7 @@ int Cli::Tune(const ArgParser& args) {
   request.set_device_uuid(args.GetOr("device", ""));
   for (const std::string& v : SplitList(args.GetOr("variants", ""))) request.add_variants(v);
   request.set_force(args.GetBool("force"));
+  request.set_skip_unfit(args.GetBool("skip-unfit"));
 
   const bool quiet = args.GetBool("quiet");
   const bool tty = isatty(STDERR_FILENO);

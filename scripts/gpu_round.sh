@@ -3,7 +3,7 @@
 # then the daemon tuning at the four seed-001 shapes (by default linear_scan
 # bf16 fwd_bwd; SCANTUNE_TUNE="op:dtype:mode ..." picks others, e.g.
 # "linear_scan:bf16:fwd rglru:bf16:fwd_bwd samu:bf16:fwd_bwd"; SCANTUNE_VARIANTS="a,b" tunes
-# only those variants),
+# only those variants, each shape those of them that can run it: --skip-unfit),
 # `scantune select` for each, and the `scantune records` table. Everything it
 # prints also lands under $OUT (the folder the device tool brings back).
 #   device.run carry=[".bundle"] command="bash scripts/gpu_round.sh [tests|tune|all]"
@@ -30,7 +30,8 @@ if [ "$what" = tune ] || [ "$what" = all ]; then
     IFS=: read -r op dtype mode <<<"$spec"
     for shape in ${SCANTUNE_SHAPES:-4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048}; do
       echo "== tune $op $shape $dtype $mode"
-      $cli tune --op "$op" --shape "$shape" --dtype "$dtype" --mode "$mode" ${SCANTUNE_VARIANTS:+--variants "$SCANTUNE_VARIANTS"} \
+      $cli tune --op "$op" --shape "$shape" --dtype "$dtype" --mode "$mode" \
+        ${SCANTUNE_VARIANTS:+--variants "$SCANTUNE_VARIANTS" --skip-unfit} \
         2>"$out/tune_${op}_${shape}_$mode.progress" | tee -a "$out/tune.txt"
       $cli select --op "$op" --shape "$shape" --dtype "$dtype" --mode "$mode" | tee -a "$out/select.txt"
     done

@@ -215,13 +215,25 @@ StatusOr<v1::Selection> Engine::Impl::Tune(const v1::TuneRequest& request, const
   ASSIGN_OR_RETURN(std::vector<Variant> variants, ParseVariants(request.variants()));
   ASSIGN_OR_RETURN(TuneDevice device, LiveDevice(request.device_uuid(), "tuning"));
   const DeviceLimits limits = DeviceLimits::FromProto(device.info);
+  // Named variants that cannot run the problem: an error, or (skip_unfit) left out and named.
+  std::vector<Variant> fit;
+  std::string left_out;
   for (const Variant& v : variants) {
     Status can = CanImplement(v, problem, limits);
-    if (!can.ok()) {
-      return InvalidArgument("variant " + v.Name() + " cannot run " + problem.Key() + " on " + device.info.name() +
-                             ": " + can.message());
+    if (can.ok()) {
+      fit.push_back(v);
+      continue;
     }
+    const std::string why = "variant " + v.Name() + " cannot run " + problem.Key() + " on " + device.info.name() +
+                            ": " + can.message();
+    if (!request.skip_unfit()) return InvalidArgument(why);
+    left_out += (left_out.empty() ? "" : "; ") + why;
   }
+  if (!variants.empty() && fit.empty()) {
+    return InvalidArgument("none of the " + std::to_string(variants.size()) + " named variants can run " +
+                           problem.Key() + ": " + left_out);
+  }
+  variants = std::move(fit);
   const uint64_t job_id = next_job_id_++;
   if (!request.force()) {
     // Answer a fresh selection without taking a queue slot (the job checks again).
@@ -243,7 +255,8 @@ StatusOr<v1::Selection> Engine::Impl::Tune(const v1::TuneRequest& request, const
     v1::TuneProgress queued;
     queued.set_stage(v1::TuneProgress::QUEUED);
     queued.set_job_id(job_id);
-    queued.set_message(problem.Key() + " on " + device.info.name() + " (" + device.info.uuid() + ")");
+    queued.set_message(problem.Key() + " on " + device.info.name() + " (" + device.info.uuid() + ")" +
+                       (left_out.empty() ? "" : "; left out: " + left_out));
     progress(queued);
   }
   const bool force = request.force();

@@ -192,6 +192,43 @@ TEST_F(FakeDaemonTest, TuneRecordsEveryFailureAndSelectsAnOkVariant) {
   EXPECT_NE(next.records(0).id(), page.records(0).id());
 }
 
+// A named variant that cannot run the problem: the request is refused and
+// names it, unless --skip-unfit leaves it out (named in the progress) and
+// tunes the others; with nothing left it is refused again.
+TEST_F(FakeDaemonTest, TuneRefusesOrSkipsUnfitNamedVariants) {
+  Problem linear;
+  linear.op = Op::kLinearScan;
+  linear.shape = *ParseShape(kShape);
+  linear.dtype = DType::kBF16;
+  linear.mode = Mode::kFwdBwd;
+  std::string unfit;
+  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) {
+    if (!CanImplement(v, linear, DeviceLimits()).ok()) {
+      unfit = v.Name();
+      break;
+    }
+  }
+  ASSERT_FALSE(unfit.empty()) << "a samu variant that linear_scan cannot run";
+  const std::string good = Good().front();
+
+  CommandResult refused = daemon_->Cli(With({"tune", "--force"}, With(ProblemFlags(), {"--variants", good + "," + unfit})));
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_THAT(refused.err, HasSubstr("INVALID_ARGUMENT"));
+  EXPECT_THAT(refused.err, HasSubstr(unfit));
+
+  CommandResult skipped = daemon_->Cli(
+      With({"tune", "--force", "--skip-unfit"}, With(ProblemFlags(), {"--variants", good + "," + unfit})));
+  ASSERT_EQ(skipped.exit_code, 0) << skipped.err << "\ndaemon log:\n" << daemon_->Log();
+  EXPECT_THAT(skipped.err, HasSubstr("left out: variant " + unfit + " cannot run"));
+  EXPECT_THAT(skipped.err, HasSubstr("DONE"));
+  EXPECT_THAT(skipped.err, HasSubstr(good)) << "the variant left in is tuned";
+
+  CommandResult none = daemon_->Cli(With({"tune", "--force", "--skip-unfit"}, With(ProblemFlags(), {"--variants", unfit})));
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.err, HasSubstr("none of the 1 named variants can run"));
+  ExpectServing();
+}
+
 TEST_F(FakeDaemonTest, KernelReturnsAnNvrtcCubin) {
   std::string out = daemon_->dir() + "/kernel.cubin";
   CommandResult kernel = daemon_->Cli(With({"kernel", "--variant", variants_->front(), "--out", out},
