@@ -55,6 +55,13 @@ Variant Parsed(const char* name) {
   return *v;
 }
 
+// A named point whose name round-trips (the knob tests' first check).
+Variant RoundTrip(const char* name) {
+  const Variant v = Parsed(name);
+  EXPECT_EQ(v.Name(), name);
+  return v;
+}
+
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The H200 plan of a samu variant by name at 4x2048x2048 bf16 fwd_bwd (empty, with a failure, if refused).
@@ -695,9 +702,8 @@ TEST(GatedPlan, ChunkedSavedEveryNthToken) {
 TEST(GatedPlan, ChunkedHFromY) {
   const DeviceLimits h200;
   const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
-  const Variant v = Parsed("chunked_v8_t256_c32_l64_y1");
+  const Variant v = RoundTrip("chunked_v8_t256_c32_l64_y1");
   EXPECT_EQ(v.h_from_y, 1);
-  EXPECT_EQ(v.Name(), "chunked_v8_t256_c32_l64_y1");
   const std::optional<LaunchPlan> plan = SamuSeedPlan("chunked_v8_t256_c32_l64_y1");
   const std::optional<LaunchPlan> dense = SamuSeedPlan("chunked_v8_t256_c32_l64");
   // The dense point's kernels with SAVE = 0 on the two that write and read h.
@@ -730,9 +736,8 @@ TEST(GatedPlan, ChunkedHFromY) {
 TEST(GatedPlan, ChunkedB16Forward) {
   const DeviceLimits h200;
   const Problem p = MakeProblem(Op::kSamu, {1, 32768, 2048});
-  const Variant v = Parsed("chunked_v8_t256_c128_l32_y1_b5");
+  const Variant v = RoundTrip("chunked_v8_t256_c128_l32_y1_b5");
   EXPECT_EQ(v.fwd_blocks, 5);
-  EXPECT_EQ(v.Name(), "chunked_v8_t256_c128_l32_y1_b5");
   StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
   StatusOr<LaunchPlan> y1 = MakePlan(Parsed("chunked_v8_t256_c128_l32_y1"), p, h200);
   ASSERT_TRUE(plan.ok() && y1.ok()) << plan.status().ToString();
