@@ -87,10 +87,12 @@ __device__ __forceinline__ Gate GateFast(float la) {
 // (ex2, sqrt.approx), since the forward passes are bound by the MUFU pipe
 // (Nsight Compute, session 8: XU 53-65% of peak in `chunked`'s, the busiest
 // pipe): 1 - a^2 =
-// -expm1(x), x = 2 la, by -x (1 + x / 2 + x^2 / 6) on [-0.05, 0] (relative
-// error < 6e-6), else fma(-a, a, 1) (< 1e-5 there: a carries ex2.approx's
-// ~2 ulp); both tighter than _o3's tanh.approx form (~2.5e-4), which costs a
-// third MUFU. fp32: GateFast.
+// -expm1(x), x = 2 la, by -x (1 + x / 2) on [-0.01, 0] (relative error
+// < 1.7e-5), else fma(-a, a, 1) (< 5e-5 there: a carries ex2.approx's ~2
+// ulp); both tighter than _o3's tanh.approx form (~2.5e-4), which costs a
+// third MUFU (and measured slower twice: sessions 13 and 15). Four issue
+// slots with the select (session 14's three-term series on [-0.05, 0] in x
+// took six). fp32: GateFast.
 struct GateAS {
   float a, s;
 };
@@ -99,10 +101,13 @@ struct GateAS {
 template <typename T>
 __device__ __forceinline__ GateAS ForwardGate(float z) {
   if constexpr (sizeof(T) == 2) {
+    // In z = log2 a: with k = 2 ln 2, x = 2 ln a = k z and -x (1 + x / 2) =
+    // z (-k - (k^2 / 2) z): an FFMA and an FMUL, on x > -0.01 (the dropped
+    // x^2 / 6 is < 1.7e-5 of the result there).
+    constexpr float kK = 1.38629436111989061f;
     const float a = Ex2Ftz(z);
-    const float x = z * 1.38629436111989061f;  // 2 ln a = 2 ln(2) log2(a)
-    const float series = -x * fmaf(x, fmaf(x, 1.0f / 6.0f, 0.5f), 1.0f);
-    return {a, SqrtApprox(x > -0.05f ? series : fmaf(-a, a, 1.0f))};
+    const float series = z * fmaf(z, -0.5f * kK * kK, -kK);
+    return {a, SqrtApprox(z > -0.01f / kK ? series : fmaf(-a, a, 1.0f))};
   } else {
     const Gate g = GateFast<T, true>(z);
     return {g.a, g.s};
