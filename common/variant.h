@@ -45,6 +45,9 @@ struct Variant {
                           // h = y / gamma (h itself only for 8-channel groups with a gamma near 0)
   int fwd_blocks = 0;     // kChunked (samu) with _l: n ("_b{n}"): the look-back forward keeps b at 16 bits in place
                           // of its staged x (no fp32 region) and is compiled for n blocks per SM; 0: _o3's 4
+  int fwd_items = 0;      // kChunked (samu) with _l and _b: n ("_i32"): the look-back forward's tokens per thread
+                          // (its tile is segments x n: fewer tiles, each block's prologue and look-back over
+                          // twice the elements); 0: lookback_v2_t256_s{segments}_i16's 16
   int order = 0;          // kLookbackSmem: 0 tiles by atomic ticket; 1 by block index (no ticket; "_o1")
                           // kLookback (rglru, samu): 2 block index + packed look-back + launch epochs + PDL ("_o2")
   int dim_block = 0;    // kFused, kFusedSeg: channels per block

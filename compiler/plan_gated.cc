@@ -139,6 +139,10 @@ constexpr HybridKnobs kHybridFromY[] = {{256, 32, 64}, {256, 64, 32}, {512, 64, 
 // (48 registers, no spill; _b6 spilled 20 bytes at 40): -2 to -5 us of the forward at L = 32768, level at
 // 4x2048x2048 (bench/NOTES.md session 14).
 constexpr int kHybridB16Blocks = 5;
+// _b5_i32 (bf16 fwd_bwd): the look-back forward at strip 64 with 32 tokens per thread (tile 256): its
+// forward 8-9 us faster at L = 32768 W = 2048 (130-133 against 139-140 us), level at 1x8192x2560, 1-2 us
+// slower at 4x2048x2048 (bench/NOTES.md session 15); at the backward's chunks that won L = 32768 and W = 2560.
+constexpr HybridKnobs kHybridLongTile[] = {{256, 128, 64}, {256, 64, 64}, {512, 64, 64}};
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -184,7 +188,7 @@ bool IsHybrid(const Variant& v) { return IsChunked(v) && v.strip != 0; }
 Variant HybridForwardOf(const Variant& v) {
   const int segments = gated::HybridSegments(v.strip);
   return {.algorithm = Algorithm::kLookback, .vec = gated::kHybridVec, .threads = gated::kHybridThreads,
-          .segments = segments, .items = gated::kHybridItems, .order = 3};
+          .segments = segments, .items = v.fwd_items != 0 ? v.fwd_items : gated::kHybridItems, .order = 3};
 }
 // Threads of a `chunked` rows block: one per vec channels of a token row, whole warps.
 int64_t RowsThreads(const Variant& v, int64_t width) { return CeilDiv(CeilDiv(width, v.vec), 32) * 32; }
@@ -286,6 +290,11 @@ class GatedPlannerImpl final : public OpPlanner {
         variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
                             .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = kHybridB16Blocks});
       }
+      for (const HybridKnobs& k : kHybridLongTile) {
+        variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                            .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = kHybridB16Blocks,
+                            .fwd_items = 2 * gated::kHybridItems});
+      }
     }
     return variants;
   }
@@ -349,6 +358,14 @@ class GatedPlannerImpl final : public OpPlanner {
                                " keeps b at 16 bits: bf16's (fp16's range may not hold b = s i beta x)");
       }
     }
+    if (v.fwd_items != 0 && (v.fwd_items != 2 * gated::kHybridItems || v.fwd_blocks == 0)) {
+      // The _b forward keeps no per-token arrays in registers (b in place of x, a recomputed), so its tokens per
+      // thread are a tile length, not a register count; without _b, b and a would be held for each of them.
+      return InvalidArgument("_i" + std::to_string(v.fwd_items) + ": the look-back forward's " +
+                             std::to_string(2 * gated::kHybridItems) + " tokens per thread (_i" +
+                             std::to_string(2 * gated::kHybridItems) + ", with _b{n}; " +
+                             std::to_string(gated::kHybridItems) + " without _i)");
+    }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {
       return ResourceExhausted("a token row of W " + std::to_string(s.width) + " / vec " + std::to_string(v.vec) +
@@ -376,8 +393,24 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     if (IsChunked(variant)) {
       RETURN_IF_ERROR(CanImplementChunked(variant, problem, device));
-      return IsHybrid(variant) ? CanImplement(HybridForwardOf(variant), problem, device) : Status::Ok();
+      if (!IsHybrid(variant)) return Status::Ok();
+      const Variant f = HybridForwardOf(variant);
+      RETURN_IF_ERROR(CanImplementHeld(f, problem, device, variant.fwd_items != 0 ? variant.fwd_items : 16));
+      // The backward's sections start after the look-back region sized for 16 tokens per thread
+      // (HybridBase); a longer tile has fewer tiles, so its region fits inside.
+      const int64_t reserved = gated::HybridBase(problem.shape.batch, problem.shape.length, problem.shape.width,
+                                                 variant.strip);
+      if (LayoutFor(f, problem).zero_bytes > reserved) {
+        return Internal("the look-back forward's workspace exceeds its reserved region");
+      }
+      return Status::Ok();
     }
+    return CanImplementHeld(variant, problem, device, 16);
+  }
+
+  // lookback, fused and sequential (and the look-back forward of `chunked` _l, whose _i32 allows max_items 32).
+  static Status CanImplementHeld(const Variant& variant, const Problem& problem, const DeviceLimits& device,
+                                 int max_items) {
     if (IsFused(variant)) {
       if (!IsSamu(problem.op)) {
         return InvalidArgument("fused (the controller met inside the scans) is samu's; rglru has no controller");
@@ -435,8 +468,8 @@ class GatedPlannerImpl final : public OpPlanner {
       }
       // items: (a, b) held per thread (registers); samu's backward reduces
       // its parameter sums in the staging, which needs items x element >= 4 bytes.
-      if (v.items < 2 || v.items > 16) {
-        return InvalidArgument("items " + std::to_string(v.items) + " not in [2, 16]");
+      if (v.items < 2 || v.items > max_items) {
+        return InvalidArgument("items " + std::to_string(v.items) + " not in [2, " + std::to_string(max_items) + "]");
       }
     }
     const int strip = StripOf(v);

@@ -1099,7 +1099,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   CpAsyncCommit();
   if constexpr (kEarly) {  // StartTile's ORDER >= 2 path, after the staging
     scan::GridDependencyWait();
-    scan::LaunchDependents();
+    if constexpr (kSteps < 32) scan::LaunchDependents();
     if (threadIdx.x == 0) s_ticket[0] = scan::EpochTag(static_cast<const unsigned*>(p.workspace));
   }
   const int tid = threadIdx.x;
@@ -1155,7 +1155,10 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   float rsum = 0.0f;  // kLean: the segment's sum of r
   // Rows past L have (r_t, i_t) = 0 (s_ri), so a = exp(0) = 1 and b = 0
   // there without a per-row test (and they follow every stored row).
-#pragma unroll
+  // _i32 (32 steps): in unrolled runs of 8 (fully unrolled, the prologue's
+  // indices spilled 12-16 bytes at the 48 registers of _b5).
+  constexpr int kUnroll = kSteps > 16 ? 8 : kSteps;
+#pragma unroll kUnroll
   for (int i = 0; i < kSteps; ++i) {
     const int row = row0 + i;
     const float2 ri = s_ri[row];
@@ -1202,6 +1205,13 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   }
   float s[VEC];
   CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
+  // The dependent grid (the next kernel) may start once every block has
+  // passed this point. _i32's blocks (twice the tile, 37 KB of shared memory
+  // at 5 per SM) pass it after their look-back, not at their start: with the
+  // early trigger the backward's first kernel, resident early, cost fwd_bwd
+  // 17-20 us at chunk 128 (bench/NOTES.md, session 15); the 16-token tiles
+  // keep the early trigger (the late one cost their forward 1-2.5 us).
+  if constexpr (kEarly && kSteps >= 32) scan::LaunchDependents();
   if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows: every block may exit
   if (l.nvalid <= 0) return;
   float gamma[VEC];

@@ -86,10 +86,10 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
   for (Op op : kGatedOps) {
     SCOPED_TRACE(OpName(op));
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
-    // The tuner times every point: samu's 41 (session 9: the eight `chunked` _l points; session 12: four
-    // of them with _y1; session 14: those four with _b5) are its ceiling.
+    // The tuner times every point: samu's 44 (session 9: the eight `chunked` _l points; session 12: four
+    // of them with _y1; session 14: those four with _b5; session 15: three _b5_i32) are its ceiling.
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), op == Op::kSamu ? 41u : 19u);
+    EXPECT_LE(all.size(), op == Op::kSamu ? 44u : 19u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -757,6 +757,40 @@ TEST(GatedPlan, ChunkedB16Forward) {
                   .ok());
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c64_b5"), p, h200).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c64_l32_b3"), p, h200).code(), StatusCode::kInvalidArgument);
+}
+
+// _i32 (with _b): the look-back forward's 32 tokens per thread, twice the
+// tile: half the forward's tiles, inside the workspace region the backward
+// reserves for 16; refused without _b and for other counts.
+TEST(GatedPlan, ChunkedLongTileForward) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(Op::kSamu, {1, 32768, 2048});
+  const Variant v = RoundTrip("chunked_v8_t256_c128_l64_y1_b5_i32");
+  EXPECT_EQ(v.fwd_items, 32);
+  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+  StatusOr<LaunchPlan> b5 = MakePlan(Parsed("chunked_v8_t256_c128_l64_y1_b5"), p, h200);
+  ASSERT_TRUE(plan.ok() && b5.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->launches.size(), b5->launches.size());
+  // Strip 64 at vec 2: 8 segments of 32 tokens, tile 256 (16 tokens: tile 128).
+  EXPECT_EQ(plan->launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 5>");
+  EXPECT_EQ(b5->launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 5>");
+  EXPECT_EQ(plan->launches[1].grid[2] * 2, b5->launches[1].grid[2]);  // half the tiles
+  EXPECT_EQ(plan->launches[1].shared_bytes, 256u * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
+  for (size_t i = 2; i < plan->launches.size(); ++i) {  // the backward's kernels as _b5's
+    EXPECT_EQ(plan->launches[i].name_expression, b5->launches[i].name_expression);
+    EXPECT_EQ(plan->launches[i].grid, b5->launches[i].grid);
+  }
+  EXPECT_EQ(plan->workspace_bytes, b5->workspace_bytes);
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c128_l64_y1_i32"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c128_l64_y1_b5_i16"), p, h200).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c128_l64_y1_b5_i64"), p, h200).code(),
+            StatusCode::kInvalidArgument);
+  // A sequence inside one tile, and the seed shapes (the t512 point: rows of W = 2560 need 320 threads).
+  const Variant t512 = Parsed("chunked_v8_t512_c64_l64_y1_b5_i32");
+  for (const Shape& shape : std::vector<Shape>{{1, 7, 2048}, {4, 2048, 2048}, {1, 8192, 2560}, {1, 32768, 1024}}) {
+    EXPECT_TRUE(CanImplement(t512, MakeProblem(Op::kSamu, shape), h200).ok()) << FormatShape(shape);
+  }
 }
 
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {

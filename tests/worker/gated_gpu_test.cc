@@ -6,6 +6,7 @@
 // fwd_bwd and bwd modes, with and without h0. Label: gpu.
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -25,14 +26,17 @@ Problem MakeProblem(Op op, Shape shape, DType dtype, Mode mode, bool h0) {
   return p;
 }
 
-// variants: the operator's enumerated ones unless given.
+// variants: the operator's enumerated ones unless given. Each one given by
+// name must run (not only be pruned) on at least one of the problems.
 void VerifyOperator(Op op, std::vector<Variant> variants = {}) {
+  const bool named = !variants.empty();
   SCANTUNE_REQUIRE_GPU(gpu);
   const NvrtcCompiler compiler;
   if (variants.empty()) variants = EnumerateVariants(op, /*include_test_variants=*/false);
   ASSERT_FALSE(variants.empty());
   const std::vector<Shape> shapes = {{1, 1, 1}, {2, 7, 33}, {3, 300, 100}, {2, 1000, 2050}, {1, 4096, 64}};
   std::map<std::string, testing::VerifyCounts> summary;
+  std::set<std::string> ran;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     std::vector<CompileRequest> requests;
     for (const Variant& v : variants) {
@@ -61,9 +65,15 @@ void VerifyOperator(Op op, std::vector<Variant> variants = {}) {
     for (const Problem& problem : problems) {
       testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()]);
       if (::testing::Test::HasFatalFailure()) return;
+      for (const Variant& v : variants) {
+        if (CanImplement(v, problem, gpu->limits).ok()) ran.insert(v.Name());
+      }
     }
   }
   testing::PrintCounts(summary);
+  if (named) {
+    for (const Variant& v : variants) EXPECT_TRUE(ran.contains(v.Name())) << v.Name() << " ran on no problem";
+  }
 }
 
 // Variants run by name (not all enumerated).
@@ -109,6 +119,15 @@ TEST(GatedGpuTest, SamuHFromYVariantsAreLegal) {
 TEST(GatedGpuTest, SamuB16ForwardVariantsAreLegal) {
   VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c32_l64_b5", "chunked_v8_t512_c64_l32_y1_b5",
                                    "chunked_v8_t256_c128_l32_y1_b6", "chunked_v8_t256_c64_l32_h4_b4"}));
+}
+
+// samu `chunked` _i32 (bf16, with _b): the look-back forward's 32 tokens per
+// thread, twice the tile (one tile past L = 300 at strip 64: 256 tokens; the
+// 8192-token problem's 32 tiles chained by the look-back); with and without
+// _y1, at both strips.
+TEST(GatedGpuTest, SamuLongTileForwardVariantsAreLegal) {
+  VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c128_l64_y1_b5_i32", "chunked_v8_t512_c64_l32_y1_b5_i32",
+                                   "chunked_v8_t256_c32_l64_b4_i32"}));
 }
 
 }  // namespace
