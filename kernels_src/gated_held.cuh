@@ -1203,15 +1203,16 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
 #pragma unroll
     for (int j = 0; j < VEC; ++j) A[j] = Ex2Ftz(sp[j] * rsum);
   }
-  float s[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   // The dependent grid (the next kernel) may start once every block has
   // passed this point. _i32's blocks (twice the tile, 37 KB of shared memory
-  // at 5 per SM) pass it after their look-back, not at their start: with the
-  // early trigger the backward's first kernel, resident early, cost fwd_bwd
-  // 17-20 us at chunk 128 (bench/NOTES.md, session 15); the 16-token tiles
-  // keep the early trigger (the late one cost their forward 1-2.5 us).
+  // at 5 per SM) pass it after their local pass, not at their start: with
+  // the early trigger the backward's first kernel cost fwd_bwd 17-20 us at
+  // chunk 128, after the look-back their forward 2 us (bench/NOTES.md,
+  // session 15); the 16-token tiles keep the early trigger (a late one cost
+  // their forward 1-2.5 us).
   if constexpr (kEarly && kSteps >= 32) scan::LaunchDependents();
+  float s[VEC];
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows: every block may exit
   if (l.nvalid <= 0) return;
   float gamma[VEC];
