@@ -64,12 +64,14 @@ Variant RoundTrip(const char* name) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The H200 plan of a samu variant by name at 4x2048x2048 bf16 fwd_bwd (empty, with a failure, if refused).
-LaunchPlan SamuSeedPlan(const char* name) {
-  StatusOr<LaunchPlan> plan = MakePlan(Parsed(name), MakeProblem(Op::kSamu, {4, 2048, 2048}), DeviceLimits{});
+// The H200 plan of a variant by name (empty, with a failure, if refused).
+LaunchPlan PlanOf(const char* name, const Problem& problem) {
+  StatusOr<LaunchPlan> plan = MakePlan(Parsed(name), problem, DeviceLimits{});
   EXPECT_TRUE(plan.ok()) << name << ": " << plan.status().ToString();
   return plan.ok() ? *plan : LaunchPlan{};
 }
+// ... of a samu variant at 4x2048x2048 bf16 fwd_bwd.
+LaunchPlan SamuSeedPlan(const char* name) { return PlanOf(name, MakeProblem(Op::kSamu, {4, 2048, 2048})); }
 
 // A `chunked` _l point's six launch names with the SAVE template argument
 // added to the two kernels that write and read h (held forward, rescan).
@@ -738,17 +740,16 @@ TEST(GatedPlan, ChunkedB16Forward) {
   const Problem p = MakeProblem(Op::kSamu, {1, 32768, 2048});
   const Variant v = RoundTrip("chunked_v8_t256_c128_l32_y1_b5");
   EXPECT_EQ(v.fwd_blocks, 5);
-  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
-  StatusOr<LaunchPlan> y1 = MakePlan(Parsed("chunked_v8_t256_c128_l32_y1"), p, h200);
-  ASSERT_TRUE(plan.ok() && y1.ok()) << plan.status().ToString();
-  ASSERT_EQ(plan->launches.size(), y1->launches.size());
-  EXPECT_EQ(plan->launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 32, 256, 3, 0, 5>");
+  const LaunchPlan plan = PlanOf("chunked_v8_t256_c128_l32_y1_b5", p), y1 = PlanOf("chunked_v8_t256_c128_l32_y1", p);
+  ASSERT_EQ(plan.launches.size(), 6u);
+  ASSERT_EQ(y1.launches.size(), 6u);
+  EXPECT_EQ(plan.launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 32, 256, 3, 0, 5>");
   // x staged (256 x 32 bf16), the combine (2 x 16 segments x 32 + 32 floats) and 16 bytes; no 32 KB of fp32 b.
-  EXPECT_EQ(plan->launches[1].shared_bytes, 256u * 32 * 2 + (2 * 16 * 32 + 32) * 4 + 16);
-  EXPECT_EQ(y1->launches[1].shared_bytes, plan->launches[1].shared_bytes + 256u * 32 * 4);
-  for (size_t i = 0; i < plan->launches.size(); ++i) {
-    EXPECT_EQ(plan->launches[i].grid, y1->launches[i].grid);
-    if (i != 1) EXPECT_EQ(plan->launches[i].name_expression, y1->launches[i].name_expression);
+  EXPECT_EQ(plan.launches[1].shared_bytes, 256u * 32 * 2 + (2 * 16 * 32 + 32) * 4 + 16);
+  EXPECT_EQ(y1.launches[1].shared_bytes, plan.launches[1].shared_bytes + 256u * 32 * 4);
+  for (size_t i = 0; i < plan.launches.size(); ++i) {
+    EXPECT_EQ(plan.launches[i].grid, y1.launches[i].grid);
+    if (i != 1) EXPECT_EQ(plan.launches[i].name_expression, y1.launches[i].name_expression);
   }
   EXPECT_EQ(CanImplement(v, MakeProblem(Op::kSamu, {1, 32768, 2048}, DType::kF16, Mode::kFwd), h200).code(),
             StatusCode::kInvalidArgument);
@@ -767,20 +768,19 @@ TEST(GatedPlan, ChunkedLongTileForward) {
   const Problem p = MakeProblem(Op::kSamu, {1, 32768, 2048});
   const Variant v = RoundTrip("chunked_v8_t256_c128_l64_y1_b5_i32");
   EXPECT_EQ(v.fwd_items, 32);
-  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
-  StatusOr<LaunchPlan> b5 = MakePlan(Parsed("chunked_v8_t256_c128_l64_y1_b5"), p, h200);
-  ASSERT_TRUE(plan.ok() && b5.ok()) << plan.status().ToString();
-  ASSERT_EQ(plan->launches.size(), b5->launches.size());
+  const LaunchPlan plan = PlanOf("chunked_v8_t256_c128_l64_y1_b5_i32", p), b5 = PlanOf("chunked_v8_t256_c128_l64_y1_b5", p);
+  ASSERT_EQ(plan.launches.size(), 6u);
+  ASSERT_EQ(b5.launches.size(), 6u);
   // Strip 64 at vec 2: 8 segments of 32 tokens, tile 256 (16 tokens: tile 128).
-  EXPECT_EQ(plan->launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 5>");
-  EXPECT_EQ(b5->launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 5>");
-  EXPECT_EQ(plan->launches[1].grid[2] * 2, b5->launches[1].grid[2]);  // half the tiles
-  EXPECT_EQ(plan->launches[1].shared_bytes, 256u * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
-  for (size_t i = 2; i < plan->launches.size(); ++i) {  // the backward's kernels as _b5's
-    EXPECT_EQ(plan->launches[i].name_expression, b5->launches[i].name_expression);
-    EXPECT_EQ(plan->launches[i].grid, b5->launches[i].grid);
+  EXPECT_EQ(plan.launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 5>");
+  EXPECT_EQ(b5.launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 5>");
+  EXPECT_EQ(plan.launches[1].grid[2] * 2, b5.launches[1].grid[2]);  // half the tiles
+  EXPECT_EQ(plan.launches[1].shared_bytes, 256u * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
+  for (size_t i = 2; i < plan.launches.size(); ++i) {  // the backward's kernels as _b5's
+    EXPECT_EQ(plan.launches[i].name_expression, b5.launches[i].name_expression);
+    EXPECT_EQ(plan.launches[i].grid, b5.launches[i].grid);
   }
-  EXPECT_EQ(plan->workspace_bytes, b5->workspace_bytes);
+  EXPECT_EQ(plan.workspace_bytes, b5.workspace_bytes);
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c128_l64_y1_i32"), p, h200).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c128_l64_y1_b5_i16"), p, h200).code(),
             StatusCode::kInvalidArgument);
