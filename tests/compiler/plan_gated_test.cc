@@ -73,6 +73,33 @@ LaunchPlan PlanOf(const char* name, const Problem& problem) {
 // ... of a samu variant at 4x2048x2048 bf16 fwd_bwd.
 LaunchPlan SamuSeedPlan(const char* name) { return PlanOf(name, MakeProblem(Op::kSamu, {4, 2048, 2048})); }
 
+// A knob of the `chunked` _l point's look-back forward alone (_b{n}, _i32):
+// the point's and its twin's (without the knob) plans at p have six launches
+// each, the same control kernel and backward (all but launch 1) on the same
+// grids and the same workspace; their forward launches.
+struct Forwards {
+  Launch point, twin;
+};
+Forwards ForwardsOfKnob(const char* point, const char* twin, const Problem& p) {
+  const LaunchPlan a = PlanOf(point, p), b = PlanOf(twin, p);
+  EXPECT_EQ(a.launches.size(), 6u) << point;
+  EXPECT_EQ(b.launches.size(), 6u) << twin;
+  if (a.launches.size() != 6 || b.launches.size() != 6) return {};
+  for (size_t i : {0, 2, 3, 4, 5}) {
+    EXPECT_EQ(a.launches[i].name_expression, b.launches[i].name_expression) << i;
+    EXPECT_EQ(a.launches[i].grid, b.launches[i].grid) << i;
+  }
+  EXPECT_EQ(a.workspace_bytes, b.workspace_bytes);
+  return {a.launches[1], b.launches[1]};
+}
+
+// Each named variant refused at p as an invalid argument.
+void ExpectRefused(std::initializer_list<const char*> names, const Problem& p) {
+  for (const char* name : names) {
+    EXPECT_EQ(CanImplement(Parsed(name), p, DeviceLimits{}).code(), StatusCode::kInvalidArgument) << name;
+  }
+}
+
 // A `chunked` _l point's six launch names with the SAVE template argument
 // added to the two kernels that write and read h (held forward, rescan).
 std::vector<std::string> NamesWithSave(const LaunchPlan& dense, int save) {
@@ -736,60 +763,40 @@ TEST(GatedPlan, ChunkedHFromY) {
 // launch takes the staging and the combine only and is compiled for n blocks
 // per SM; bf16 only, with _l.
 TEST(GatedPlan, ChunkedB16Forward) {
-  const DeviceLimits h200;
   const Problem p = MakeProblem(Op::kSamu, {1, 32768, 2048});
-  const Variant v = RoundTrip("chunked_v8_t256_c128_l32_y1_b5");
-  EXPECT_EQ(v.fwd_blocks, 5);
-  const LaunchPlan plan = PlanOf("chunked_v8_t256_c128_l32_y1_b5", p), y1 = PlanOf("chunked_v8_t256_c128_l32_y1", p);
-  ASSERT_EQ(plan.launches.size(), 6u);
-  ASSERT_EQ(y1.launches.size(), 6u);
-  EXPECT_EQ(plan.launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 32, 256, 3, 0, 5>");
+  EXPECT_EQ(RoundTrip("chunked_v8_t256_c128_l32_y1_b5").fwd_blocks, 5);
+  const Forwards f = ForwardsOfKnob("chunked_v8_t256_c128_l32_y1_b5", "chunked_v8_t256_c128_l32_y1", p);
+  EXPECT_EQ(f.point.name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 32, 256, 3, 0, 5>");
+  EXPECT_EQ(f.point.grid, f.twin.grid);
   // x staged (256 x 32 bf16), the combine (2 x 16 segments x 32 + 32 floats) and 16 bytes; no 32 KB of fp32 b.
-  EXPECT_EQ(plan.launches[1].shared_bytes, 256u * 32 * 2 + (2 * 16 * 32 + 32) * 4 + 16);
-  EXPECT_EQ(y1.launches[1].shared_bytes, plan.launches[1].shared_bytes + 256u * 32 * 4);
-  for (size_t i = 0; i < plan.launches.size(); ++i) {
-    EXPECT_EQ(plan.launches[i].grid, y1.launches[i].grid);
-    if (i != 1) EXPECT_EQ(plan.launches[i].name_expression, y1.launches[i].name_expression);
-  }
-  EXPECT_EQ(CanImplement(v, MakeProblem(Op::kSamu, {1, 32768, 2048}, DType::kF16, Mode::kFwd), h200).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_TRUE(CanImplement(Parsed("chunked_v8_t256_c64_l32_b5"),
-                           MakeProblem(Op::kSamu, {1, 32768, 2048}, DType::kBF16, Mode::kFwd), h200)
-                  .ok());
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c64_b5"), p, h200).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c64_l32_b3"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.point.shared_bytes, 256u * 32 * 2 + (2 * 16 * 32 + 32) * 4 + 16);
+  EXPECT_EQ(f.twin.shared_bytes, f.point.shared_bytes + 256u * 32 * 4);
+  // fwd alone runs _b without _y1; refused: fp16, without _l, other block counts.
+  const Problem fwd = MakeProblem(Op::kSamu, {1, 32768, 2048}, DType::kBF16, Mode::kFwd);
+  EXPECT_TRUE(CanImplement(Parsed("chunked_v8_t256_c64_l32_b5"), fwd, DeviceLimits{}).ok());
+  ExpectRefused({"chunked_v8_t256_c128_l32_y1_b5"}, MakeProblem(Op::kSamu, {1, 32768, 2048}, DType::kF16, Mode::kFwd));
+  ExpectRefused({"chunked_v8_t256_c64_b5", "chunked_v8_t256_c64_l32_b3"}, p);
 }
 
 // _i32 (with _b): the look-back forward's 32 tokens per thread, twice the
 // tile: half the forward's tiles, inside the workspace region the backward
 // reserves for 16; refused without _b and for other counts.
 TEST(GatedPlan, ChunkedLongTileForward) {
-  const DeviceLimits h200;
   const Problem p = MakeProblem(Op::kSamu, {1, 32768, 2048});
-  const Variant v = RoundTrip("chunked_v8_t256_c128_l64_y1_b5_i32");
-  EXPECT_EQ(v.fwd_items, 32);
-  const LaunchPlan plan = PlanOf("chunked_v8_t256_c128_l64_y1_b5_i32", p), b5 = PlanOf("chunked_v8_t256_c128_l64_y1_b5", p);
-  ASSERT_EQ(plan.launches.size(), 6u);
-  ASSERT_EQ(b5.launches.size(), 6u);
+  EXPECT_EQ(RoundTrip("chunked_v8_t256_c128_l64_y1_b5_i32").fwd_items, 32);
+  const Forwards f = ForwardsOfKnob("chunked_v8_t256_c128_l64_y1_b5_i32", "chunked_v8_t256_c128_l64_y1_b5", p);
   // Strip 64 at vec 2: 8 segments of 32 tokens, tile 256 (16 tokens: tile 128).
-  EXPECT_EQ(plan.launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 5>");
-  EXPECT_EQ(b5.launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 5>");
-  EXPECT_EQ(plan.launches[1].grid[2] * 2, b5.launches[1].grid[2]);  // half the tiles
-  EXPECT_EQ(plan.launches[1].shared_bytes, 256u * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
-  for (size_t i = 2; i < plan.launches.size(); ++i) {  // the backward's kernels as _b5's
-    EXPECT_EQ(plan.launches[i].name_expression, b5.launches[i].name_expression);
-    EXPECT_EQ(plan.launches[i].grid, b5.launches[i].grid);
-  }
-  EXPECT_EQ(plan.workspace_bytes, b5.workspace_bytes);
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c128_l64_y1_i32"), p, h200).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c128_l64_y1_b5_i16"), p, h200).code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c128_l64_y1_b5_i64"), p, h200).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.point.name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 5>");
+  EXPECT_EQ(f.twin.name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 5>");
+  EXPECT_EQ(f.point.grid[2] * 2, f.twin.grid[2]);  // half the tiles
+  EXPECT_EQ(f.point.shared_bytes, 256u * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
+  ExpectRefused({"chunked_v8_t256_c128_l64_y1_i32", "chunked_v8_t256_c128_l64_y1_b5_i16",
+                 "chunked_v8_t256_c128_l64_y1_b5_i64"},
+                p);
   // A sequence inside one tile, and the seed shapes (the t512 point: rows of W = 2560 need 320 threads).
   const Variant t512 = Parsed("chunked_v8_t512_c64_l64_y1_b5_i32");
   for (const Shape& shape : std::vector<Shape>{{1, 7, 2048}, {4, 2048, 2048}, {1, 8192, 2560}, {1, 32768, 1024}}) {
-    EXPECT_TRUE(CanImplement(t512, MakeProblem(Op::kSamu, shape), h200).ok()) << FormatShape(shape);
+    EXPECT_TRUE(CanImplement(t512, MakeProblem(Op::kSamu, shape), DeviceLimits{}).ok()) << FormatShape(shape);
   }
 }
 
