@@ -522,6 +522,41 @@ __device__ __forceinline__ void YUnits(float (&v)[VEC], const SamuParams& p, con
   for (int j = 0; j < VEC; ++j) v[j] = over ? v[j] / gamma[j] : v[j] * gamma[j];
 }
 
+constexpr float kLn2 = 0.693147180559945309f;
+
+// The rescan's element at 16 bits, in log2 units: z = k r (k from
+// LoadForwardDecays), a = 2^z, 1 - a^2 by ForwardGate's series (no tanh:
+// one MUFU and one FMUL fewer than SamuBackStep's lean gate, which also
+// converts la to log2 units), and G = la w with w = u (h_{t-1} - a v / s):
+// the FMUL by la = ln2 k r leaves the element for the sums' own factors,
+// sum_t r w per channel (dlambda: times ln2 k once per chunk) and
+// sum_c k w per token (dr: times ln2 r once per token). Returns dx's part
+// g s i beta; the rest as SamuBackStep.
+__device__ __forceinline__ float SamuBackStepLog2(float k, float z, float hprev, float xv, float dy, float2 ri,
+                                                  float beta, float gamma, float& u, float& acc0, float& acc1,
+                                                  float& acc2, float (&sums)[3], bool have_ht, float ht) {
+  constexpr float kK = 1.38629436111989061f;  // 2 ln 2: 2 la = kK z
+  const float a = Ex2Ftz(z);
+  const float series = z * fmaf(z, -0.5f * kK * kK, -kK);
+  const float om = fmaxf(z > -0.01f / kK ? series : fmaf(-a, a, 1.0f), 1e-30f);
+  const float rs = RsqrtFtz(om);
+  const float s = om * rs;
+  const float g = fmaf(gamma, dy, u);
+  const float ib = ri.y * beta;
+  const float v = ib * xv;
+  u = a * g;
+  const float w = u * fmaf(-v * rs, a, hprev);
+  const float gs = g * s;
+  const float gsx = gs * xv;
+  acc0 = fmaf(ri.x, w, acc0);
+  acc1 = fmaf(gsx, ri.y, acc1);
+  acc2 = fmaf(dy, have_ht ? ht : fmaf(a, hprev, s * v), acc2);
+  sums[0] = fmaf(k, w, sums[0]);
+  sums[1] = fmaf(gsx, beta, sums[1]);
+  sums[2] += xv;
+  return gs * ib;
+}
+
 // Rows: the rescan, last token first, 4 tokens per group (2 groups staged
 // ahead at 16 bits): each element's backward (SamuBackStep), the group's 3
 // sums per token met in the block (RowSums8 per warp, warps in order;
@@ -554,7 +589,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, warps = blockDim.x / 32;
   const Lanes l = MakeLanes<T, VEC>(static_cast<long long>(tid) * VEC, p.width, SamuAligned<T, VEC>(p, true));
   float sp[VEC], beta[VEC], gamma[VEC];
-  LoadDecays<T>(sp, p, l);
+  LoadForwardDecays<T>(sp, p, l);  // 16-bit: log2 units (SamuBackStepLog2)
   LoadChannels(beta, p.beta, l);
   LoadChannels(gamma, p.gamma, l);
   const long long row0 = sp_.b * p.length * p.width + l.c0;
@@ -689,7 +724,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
           const float2 ri = s_ri[live - 2 - i];
 #pragma unroll
           for (int j = 0; j < VEC; ++j) {
-            const GateAS g = ForwardGateLn<T>(sp[j] * ri.x);
+            const GateAS g = ForwardGate<T>(sp[j] * ri.x);
             hr[j] = fmaf(g.a, hr[j], g.s * ri.y * beta[j] * px.Get(j));
           }
           // Rounded to T as the forward stores h, by st.shared (a plain
@@ -739,11 +774,15 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
           float dx[VEC];
 #pragma unroll
           for (int j = 0; j < VEC; ++j) {
-            const float la = sp[j] * ri.x;
-            const float a = ExpDecay<T>(la);
             // dlambda's per-channel factor (DecayRatio) is applied once, to the partial.
-            dx[j] = SamuBackStep<T, kLean, true>(la, a, hprev[j], px.Get(j), pd.Get(j), ri, beta[j], gamma[j], 1.0f,
-                                                 u[j], acc[0][j], acc[1][j], acc[2][j], sums, kLean && i > 0, ht[j]);
+            if constexpr (kLean) {
+              dx[j] = SamuBackStepLog2(sp[j], sp[j] * ri.x, hprev[j], px.Get(j), pd.Get(j), ri, beta[j], gamma[j],
+                                       u[j], acc[0][j], acc[1][j], acc[2][j], sums, i > 0, ht[j]);
+            } else {
+              const float la = sp[j] * ri.x;
+              dx[j] = SamuBackStep<T, false, true>(la, ExpDecay<T>(la), hprev[j], px.Get(j), pd.Get(j), ri, beta[j],
+                                                   gamma[j], 1.0f, u[j], acc[0][j], acc[1][j], acc[2][j], sums);
+            }
             ht[j] = hprev[j];
           }
           // The dx part waits for dm_t / W as fp32 in the token's x and dy slots (used).
@@ -776,8 +815,9 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
 #pragma unroll
       for (int n = 0; n < 3; ++n) sums[n] = __shfl_sync(0xffffffffu, total, (3 * lane + n) % 32);
       if (lane < P && lane < live) {
-        const SamuShare sh = sizeof(T) == 2 ? SamuShareOfControl(w_r, w_i, inv_w, sums, s_ri[live - 1 - lane])
-                                            : SamuShareOf(p, sums);
+        const float2 ri = s_ri[live - 1 - lane];
+        if constexpr (kLean) sums[0] *= kLn2 * ri.x;  // SamuBackStepLog2's sum of k w: sum G
+        const SamuShare sh = kLean ? SamuShareOfControl(w_r, w_i, inv_w, sums, ri) : SamuShareOf(p, sums);
         share = sh.share;
 #pragma unroll
         for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
@@ -804,11 +844,15 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   }
   float* param = ChunkWs(p, lay.param_offset);
   // DecayRatio(lambda) = sigmoid(lambda) / softplus(lambda). 16-bit: from the
-  // softplus held in sp (DecayRatioFast); fp32 reloads lambda (holding sp to
-  // here spills at 512 threads).
-  if constexpr (sizeof(T) == 2) {
+  // softplus held in sp (DecayRatioFast), times the ln2 k of
+  // SamuBackStepLog2's sum of r w (la = ln2 k r); fp32 reloads lambda
+  // (holding sp to here spills at 512 threads).
+  if constexpr (kLean) {
 #pragma unroll
-    for (int j = 0; j < VEC; ++j) acc[0][j] *= DecayRatioFast(sp[j] * (-1.0f / kC));
+    for (int j = 0; j < VEC; ++j) {
+      const float la1 = kLn2 * sp[j];  // -8 softplus(lambda)
+      acc[0][j] *= la1 * DecayRatioFast(la1 * (-1.0f / kC));
+    }
   } else {
     float lambda[VEC];
     LoadChannels(lambda, p.lambda, l);

@@ -4,7 +4,8 @@
 # bf16 fwd_bwd; SCANTUNE_TUNE="op:dtype:mode ..." picks others, e.g.
 # "linear_scan:bf16:fwd rglru:bf16:fwd_bwd samu:bf16:fwd_bwd"; SCANTUNE_VARIANTS="a,b" tunes
 # only those variants, each shape those of them that can run it: --skip-unfit),
-# `scantune select` for each, and the `scantune records` table. Everything it
+# `scantune select` for each, and the `scantune records` table. SCANTUNE_CTEST_REGEX="Samu" runs only the
+# GPU tests whose names match it. Everything it
 # prints also lands under $OUT (the folder the device tool brings back).
 #   device.run carry=[".bundle"] command="bash scripts/gpu_round.sh [tests|tune|all]"
 set -uo pipefail
@@ -14,7 +15,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --fo
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   echo "== GPU suite: ctest -L gpu"
-  ctest --test-dir "$bin" -L gpu --output-on-failure --timeout 300 2>&1 | tee "$out/gpu_tests.log"
+  ctest --test-dir "$bin" -L gpu ${SCANTUNE_CTEST_REGEX:+-R "$SCANTUNE_CTEST_REGEX"} --output-on-failure --timeout 300 \
+    2>&1 | tee "$out/gpu_tests.log"
 fi
 
 if [ "$what" = tune ] || [ "$what" = all ]; then
