@@ -199,7 +199,7 @@ int64_t ChunkedStaticSmem(const Variant& v, int pass) {
   const int64_t ri = int64_t{v.chunk} * 8;  // (r_t, i_t) of the chunk
   switch (pass) {
     case gated::kChunkFwdAgg: return 2 * (v.threads / 32) * 8 * 4;
-    case gated::kChunkBwdScan: return 2 * (v.threads / 32) * 16 * 4 + ri + 2 * 8 + 2 * 4;  // + the bulk rows' mbarriers
+    case gated::kChunkBwdScan: return 2 * (v.threads / 32) * 16 * 4 + ri;
     default: return ri;
   }
 }

@@ -675,132 +675,30 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     issue_in(k);
     issue_h(k);
   };
-  // Bulk rows (16-bit, h or y at every token, every row 16-byte aligned): a
-  // group's rows are whole token rows of the block, so one thread copies
-  // each (x, dy, h: 3 P bulk copies of W x 2 bytes) and the others wait on
-  // the slot's mbarrier, instead of every thread issuing 3 P cp.async with
-  // their 64-bit addresses (~110 issued instructions a thread per group in
-  // SASS, ~3.5 per element). A slot is refilled with group k + 2 by the last
-  // warp to finish group k's dx (s_freed), whose parts sit in the slot, after
-  // each thread's proxy fence. Under _y1 the h row is y's; a thread whose
-  // group keeps h patches its own packs (patch_h).
-  constexpr bool kBulkable = sizeof(T) == 2 && SAVE <= 1;
-  static_assert(!kBulkable || D == 2, "bulk rows: two slots");
-  __shared__ __align__(8) unsigned long long s_full[2];
-  __shared__ unsigned s_freed[2];
-  const bool bulk = kBulkable && SamuAligned<T, VEC>(p, true);
-  const unsigned full0 = static_cast<unsigned>(__cvta_generic_to_shared(&s_full[0]));
-  const unsigned row_bytes = static_cast<unsigned>(p.width * sizeof(T));
-  // Group k's x and dy (xdy) or h rows by this thread; `arrive` completes the slot's arrivals.
-  auto bulk_rows = [&](int k, bool xdy, bool arrive) {
-    const long long t = sp_.t1 - 1 - static_cast<long long>(k) * P;
-    const int rows = t - sp_.t0 + 1 < P ? static_cast<int>(t - sp_.t0 + 1) : P;
-    const int hrows = rows < t ? rows : static_cast<int>(t);  // h_{t-1-i} exists for t - 1 - i >= 0
-    const unsigned bar = full0 + 8u * static_cast<unsigned>(k % 2);
-    const unsigned bytes = static_cast<unsigned>(xdy ? 2 * rows : hrows) * row_bytes;
-    if (arrive) {
-      MbarArriveExpectTx(bar, bytes);
-    } else {
-      MbarExpectTx(bar, bytes);
-    }
-    const unsigned dst = ring.sbase + static_cast<unsigned>(k % 2) * 3u * P * pitch;
-    const long long seq = sp_.b * p.length * p.width;
-    if (xdy) {
-      for (int i = 0; i < rows; ++i) {
-        BulkCopy(dst + i * pitch, static_cast<const T*>(p.x) + seq + (t - i) * w, row_bytes, bar);
-        BulkCopy(dst + (P + i) * pitch, static_cast<const T*>(p.dy) + seq + (t - i) * w, row_bytes, bar);
-      }
-    } else {
-      const T* hrow = static_cast<const T*>(SAVE == 0 ? p.y : p.h) + seq;
-      for (int i = 0; i < hrows; ++i) BulkCopy(dst + (2 * P + i) * pitch, hrow + (t - 1 - i) * w, row_bytes, bar);
-    }
-  };
-  // _y1 under bulk rows: a thread whose 8-channel group keeps h puts its own
-  // h packs over the y the copy brought (only it reads them).
-  auto patch_h = [&](int k) {
-    const long long t = sp_.t1 - 1 - static_cast<long long>(k) * P;
-    const long long rows = t - sp_.t0 + 1 < P ? t - sp_.t0 + 1 : P;
-    const T* hrow = static_cast<const T*>(p.h) + sp_.b * p.length * p.width + l.c0;
-    for (int i = 0; i < rows && i < t; ++i) {
-      Pack<T, VEC> ph;
-      LoadPack(ph, hrow + (t - 1 - i) * w, true, l.nvalid);
-      StoreShared16(ring.SlotShared(k) + (2 * P + i) * pitch, ph.u[0], ph.u[1], ph.u[2], ph.u[3]);
-    }
-  };
-  // Rows that are not 16-byte aligned (or W not a multiple of 8): each
-  // thread loads its own packs of group k when the group starts (no
-  // prefetch: a fallback for pointers no allocator returns, kept small so
-  // that it does not cost the bulk loop registers).
-  auto load_rows = [&](int k) {
-    const long long t = sp_.t1 - 1 - static_cast<long long>(k) * P;
-    const long long row = sp_.b * p.length * p.width + l.c0;
-    const T* hsrc = static_cast<const T*>(SAVE == 0 && from_y ? p.y : p.h) + row;
-#pragma unroll 1
-    for (int i = 0; i < P; ++i) {
-      const bool in = t - i >= sp_.t0;
-      ring.Fetch(ring.Slot(k, 0, i), static_cast<const T*>(p.x) + row + (t - i) * w, l, in);
-      ring.Fetch(ring.Slot(k, 1, i), static_cast<const T*>(p.dy) + row + (t - i) * w, l, in);
-      ring.Fetch(ring.Slot(k, 2, i), hsrc + (t - 1 - i) * w, l, in && t - i >= 1);
-    }
-  };
-  if (bulk) {
-    if (tid == 0) {
-      MbarInit(full0, 1);
-      MbarInit(full0 + 8, 1);
-      s_freed[0] = 0;
-      s_freed[1] = 0;
-      FenceProxyAsyncShared();
-    }
-    if (l.nvalid <= 0) {  // idle lanes past W: their packs stay zero (no copy writes them)
-#pragma unroll
-      for (int q = 0; q < 3 * D * P; ++q) StoreShared16(ring.SlotShared(0) + q * pitch, 0u, 0u, 0u, 0u);
-    }
-  }
-  float u[VEC];
-  float acc[3][VEC];
-#pragma unroll
-  for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
-  float contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   // The first groups' x and dy load while the predecessor (the carry)
   // drains: the bwd phase's first kernel waited for whatever wrote them
   // (PDL). h after the wait (the first commit then also holds the later
   // groups' x and dy, which only makes its wait stricter).
-  if constexpr (kBulkable) {  // bulk: both slots' groups (0 and 1); else each group's rows at its start
-    if (bulk && tid == 0) {
-      for (int k = 0; k < D && k < groups; ++k) bulk_rows(k, true, false);
-    }
-  } else {
 #pragma unroll
-    for (int k = 0; k < D - 1; ++k) issue_in(k);
-  }
+  for (int k = 0; k < D - 1; ++k) issue_in(k);
   scan::GridDependencyWait();
   scan::LaunchDependents();
-  if constexpr (kBulkable) {
-    if (bulk && tid == 0) {
-      for (int k = 0; k < D && k < groups; ++k) bulk_rows(k, false, true);
-    }
-  } else {
 #pragma unroll
-    for (int k = 0; k < D - 1; ++k) issue_h(k);
-  }
+  for (int k = 0; k < D - 1; ++k) issue_h(k);
   StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
+  float u[VEC];
   LoadRow(u, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
   if (from_y) YUnits(u, p, l, true);  // u' = u / gamma
+  float acc[3][VEC];
+#pragma unroll
+  for (int n = 0; n < 3; ++n) Fill(acc[n], 0.0f);
+  float contrib[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   // The share's constants, once (not a global load and two IEEE divisions per group).
   const float w_r = p.controller[0], w_i = p.controller[2], inv_w = 1.0f / static_cast<float>(p.width);
   T* dx_row = dxs + (sp_.t1 - 1) * w;  // the group's first token's row, P rows back per group
   for (int k = 0; k < groups; ++k, dx_row -= P * w) {
-    if constexpr (kBulkable) {
-      if (bulk) {
-        MbarWait(full0 + 8u * static_cast<unsigned>(k % 2), static_cast<unsigned>(k / 2) & 1u);
-        if (SAVE == 0 && !from_y && l.nvalid > 0) patch_h(k);
-      } else {
-        load_rows(k);
-      }
-    } else {
-      issue(k + D - 1);
-      CpAsyncWait<D - 1>();
-    }
+    issue(k + D - 1);
+    CpAsyncWait<D - 1>();
     const long long tg = sp_.t1 - 1 - static_cast<long long>(k) * P;
     // The group's slots (x, dy, h: kSteps apart), once per group.
     typename Ring::P8* const slot = ring.Slot(k, 0, 0);
@@ -942,20 +840,6 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
         for (int j = 0; j < VEC; ++j) dx[j] += s;
         StorePack<T, VEC>(row, dx, l.wide, l.nvalid);
       }
-    }
-    if (kBulkable && bulk && k + D < groups) {  // the slot's last reader refills it with group k + 2
-      FenceProxyAsyncShared();
-      __syncwarp();
-      if (lane == 0) {
-        __threadfence_block();
-        if (atomicInc(&s_freed[k % 2], static_cast<unsigned>(warps - 1)) == static_cast<unsigned>(warps - 1)) {
-          __threadfence_block();
-          FenceProxyAsyncShared();
-          bulk_rows(k + D, true, false);
-          bulk_rows(k + D, false, true);
-        }
-      }
-      __syncwarp();
     }
   }
   float* param = ChunkWs(p, lay.param_offset);

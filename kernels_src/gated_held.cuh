@@ -1233,7 +1233,12 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
         keep = keep || !(g >= 0x1p-14f && g <= 0x1p14f);
       }
 #pragma unroll
-      for (int o = 1; o < 8 / VEC; o *= 2) keep = keep || __shfl_xor_sync(0xffffffffu, keep ? 1 : 0, o) != 0;
+      for (int o = 1; o < 8 / VEC; o *= 2) {
+        // Every lane shuffles (not `keep || shfl`: a lane that already keeps
+        // would skip the shuffle and its group-mates would read no value).
+        const bool mate = __shfl_xor_sync(0xffffffffu, keep ? 1 : 0, o) != 0;
+        keep = keep || mate;
+      }
       store_h = keep;
     } else {
       store_h = SamuGroupKeepsH(p, c0 / 8);

@@ -333,42 +333,6 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// ---- bulk copies (sm_90's copy engine, no tensor map) -------------------------
-// One thread copies a contiguous run of global memory (size a multiple of 16,
-// both ends 16-byte aligned) into shared memory; the bytes complete on an
-// mbarrier (count 1: the issuing thread's arrival) whose phase the readers
-// wait on by parity. Addresses are shared-window addresses.
-__device__ __forceinline__ void MbarInit(unsigned bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-// Bytes the phase waits for, without arriving (the arrival comes later).
-__device__ __forceinline__ void MbarExpectTx(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void MbarArriveExpectTx(unsigned bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void MbarWait(unsigned bar, unsigned parity) {
-  asm volatile(
-      "{\n\t.reg .pred done;\n"
-      "wait:\n\t"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-      "@!done bra wait;\n\t}" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-__device__ __forceinline__ void BulkCopy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-  asm volatile(
-      "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %1;\n\t"
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [g], %2, [%3];\n\t}" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-}
-// Orders this thread's generic accesses of shared memory before later
-// async-proxy writes of the same bytes (a bulk copy refilling them).
-__device__ __forceinline__ void FenceProxyAsyncShared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-
 // Copies rows [0, TILE) of one (B, L, W) input into dst[TILE][STRIP]: row r
 // is source time base + r - shift. Rows outside [0, L) and channels past W
 // are staged as 0 (the kernels treat out-of-range steps as the identity
