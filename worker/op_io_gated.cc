@@ -5,7 +5,7 @@
 // worker/input_generator.cc) and well conditioned: x, ga, gx, dh, dy
 // standard normal; the decay parameter is drawn so that the base decay
 // exp(-8 softplus(lambda)) is uniform in (0.5, 0.999); samu's beta and
-// gamma are in (0.5, 1.5) (with h0, one gamma is 1e-6), its controller weights O(1), and its x gets a
+// gamma are in (0.5, 1.5) (with h0, one gamma is 2^-20), its controller weights O(1), and its x gets a
 // per-token offset (0.5 x standard normal) so that m_t, and with it r_t and
 // i_t, really vary from token to token.
 //
@@ -234,7 +234,7 @@ class SamuOpIo final : public OpIo {
     // With h0, one gamma near zero (below SamuGroupKeepsH's 2^-14): the _y1
     // backward then takes h, not y / gamma, for that 8-channel group, also at
     // widths that are multiples of 8 (whose rows are all in groups of 8).
-    if (p.has_h0 && d.width >= 16) gamma[d.width / 2] = 1e-6;
+    if (p.has_h0 && d.width >= 16) gamma[d.width / 2] = 0x1p-20;  // fp32-exact, as the other draws
     const std::vector<double> controller = {
         static_cast<float>(0.5 + UniformAt(seed ^ 0x6374ull, 1)), static_cast<float>(NormalAt(seed ^ 0x6374ull, 1)),
         static_cast<float>(-0.5 - UniformAt(seed ^ 0x6374ull, 2)), static_cast<float>(NormalAt(seed ^ 0x6374ull, 2))};
