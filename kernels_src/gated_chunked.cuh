@@ -434,6 +434,24 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + (cb.span.b * p.length) * p.width + cb.l.c0;
   const int groups = cb.l.nvalid > 0 ? (s1 - s0 + P - 1) / P : 0;
   auto issue = [&](int k) { cb.ring.template IssueWalk<true>(k, dys, p.width, cb.span.t0 + s0, cb.span.t0 + s1, cb.l); };
+  // The chunk's aggregate, U = sum over t of (a_t0 ... a_t) gamma dy_t, with
+  // a_t0 ... a_t = exp(k S_t) (samu's decay is one scalar per token): every
+  // token's term is independent (no recurrence: one ex2 and one FFMA per
+  // element, gamma once), the halves add. S by warp 0 (an inclusive scan of
+  // the chunk's r_t, fixed order); S at the chunk's end is its sum of r (the
+  // carry's decay), written by the first column block. Warp 0 loads the r_t
+  // before the wait (the forward wrote them before the kernel this one
+  // follows started) and scans them after it, while dy is in flight.
+  constexpr int kPer = (CHUNK + 31) / 32;
+  float v[kPer];
+  if (threadIdx.x < 32) {
+    const float2* ctrl = reinterpret_cast<const float2*>(p.ctrl) + cb.span.b * p.length + cb.span.t0;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const int i = static_cast<int>(threadIdx.x) * kPer + e;
+      v[e] = i < len ? __ldg(&ctrl[i].x) : 0.0f;
+    }
+  }
   // The bwd phase's first kernel: dy may be the output of the caller's
   // kernel before it, so it is read only after the wait.
   scan::GridDependencyWait();
@@ -442,21 +460,11 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
 #pragma unroll
     for (int k = 0; k < D - 1; ++k) issue(k);
   }
-  // The chunk's aggregate, U = sum over t of (a_t0 ... a_t) gamma dy_t, with
-  // a_t0 ... a_t = exp(k S_t) (samu's decay is one scalar per token): every
-  // token's term is independent (no recurrence: one ex2 and one FFMA per
-  // element, gamma once), the halves add. S by warp 0 (an inclusive scan of
-  // the chunk's r_t, fixed order); S at the chunk's end is its sum of r (the
-  // carry's decay), written by the first column block.
   if (threadIdx.x < 32) {
-    constexpr int kPer = (CHUNK + 31) / 32;
-    const float2* ctrl = reinterpret_cast<const float2*>(p.ctrl) + cb.span.b * p.length + cb.span.t0;
-    float v[kPer];
     float run = 0.0f;
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-      const int i = static_cast<int>(threadIdx.x) * kPer + e;
-      run += i < len ? __ldg(&ctrl[i].x) : 0.0f;
+      run += v[e];
       v[e] = run;
     }
     float before = run;  // this lane's total -> the lanes' exclusive prefix
@@ -675,17 +683,17 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     issue_in(k);
     issue_h(k);
   };
-  // The first groups' x and dy load while the predecessor (the carry)
-  // drains: the bwd phase's first kernel waited for whatever wrote them
-  // (PDL). h after the wait (the first commit then also holds the later
-  // groups' x and dy, which only makes its wait stricter).
+  // Everything but the carry's u loads while the predecessor (the carry)
+  // drains: the first groups' x, dy and h (or y) and the chunk's (r_t, i_t).
+  // The bwd phase's first kernel waited for whatever wrote them (the caller,
+  // the forward: PDL), and this grid starts only once the carry, which waited
+  // for that kernel, let it. (With h and StageControl after the wait, a block
+  // that started late paid their round trips in series after it.)
 #pragma unroll
-  for (int k = 0; k < D - 1; ++k) issue_in(k);
+  for (int k = 0; k < D - 1; ++k) issue(k);
+  StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
   scan::GridDependencyWait();
   scan::LaunchDependents();
-#pragma unroll
-  for (int k = 0; k < D - 1; ++k) issue_h(k);
-  StageControl(s_ri, p, sp_.b, sp_.t0, sp_.t1);
   float u[VEC];
   LoadRow(u, ChunkWs(p, lay.start_offset) + sp_.part * p.width, l);
   if (from_y) YUnits(u, p, l, true);  // u' = u / gamma

@@ -231,10 +231,17 @@ class SamuOpIo final : public OpIo {
     const std::vector<double> lambda = DecayParams(seed ^ 0x6c61ull, d.width);
     const std::vector<double> beta = UniformParams(seed ^ 0x6265ull, d.width, 0.5, 1.5);
     std::vector<double> gamma = UniformParams(seed ^ 0x6761ull, d.width, 0.5, 1.5);
-    // With h0, one gamma near zero (below SamuGroupKeepsH's 2^-14): the _y1
-    // backward then takes h, not y / gamma, for that 8-channel group, also at
-    // widths that are multiples of 8 (whose rows are all in groups of 8).
-    if (p.has_h0 && d.width >= 16) gamma[d.width / 2] = 0x1p-20;  // fp32-exact, as the other draws
+    // With h0, gammas at and below SamuGroupKeepsH's 2^-14 (each in its own
+    // 8-channel group): the _y1 backward takes h, not y / gamma, for a group
+    // with a gamma below it (near zero, zero, just below and negative) and y /
+    // gamma at exactly 2^-14; also at widths that are multiples of 8 (whose
+    // rows are all in groups of 8). All fp32-exact, as the other draws.
+    if (p.has_h0 && d.width >= 16) gamma[d.width / 2] = 0x1p-20;
+    if (p.has_h0 && d.width >= 64) {
+      gamma[d.width / 4] = 0.0;
+      gamma[3 * d.width / 4] = 0x1p-14;
+      gamma[3 * d.width / 4 + 8] = -0x1.ffp-15;
+    }
     const std::vector<double> controller = {
         static_cast<float>(0.5 + UniformAt(seed ^ 0x6374ull, 1)), static_cast<float>(NormalAt(seed ^ 0x6374ull, 1)),
         static_cast<float>(-0.5 - UniformAt(seed ^ 0x6374ull, 2)), static_cast<float>(NormalAt(seed ^ 0x6374ull, 2))};
