@@ -242,6 +242,7 @@ const std::vector<Cli::Command>& Cli::Commands() {
          AddProblemFlags(p);
          p.AddFlag("shapes", "S1,S2,...", "shapes, e.g. 4x2048x2048,1x8192x2560 (or --shape)");
          p.AddFlag("variants", "A,B,...", "variants to time (required)");
+         p.AddFlag("seed", "N", "draw the inputs from seed N, e.g. a record's seed, to repeat them (default: fresh)");
        },
        &Cli::Bench},
       {"records", "list benchmark records",
@@ -570,6 +571,15 @@ int Cli::Bench(const ArgParser& args) {
   }
   for (const std::string& v : variants) request.add_variants(v);
   request.set_device_uuid(args.GetOr("device", ""));
+  if (auto seed = args.Get("seed")) {
+    uint64_t n = 0;
+    const char* end = seed->data() + seed->size();
+    auto [ptr, ec] = std::from_chars(seed->data(), end, n);
+    if (ec != std::errc() || ptr != end || n == 0) {
+      return UsageError("--seed needs a positive integer below 2^64, got '" + *seed + "'");
+    }
+    request.set_seed(n);
+  }
   StatusOr<v1::BenchmarkResponse> response = client_->Benchmark(request);
   if (!response.ok()) return RpcError("bench", response.status());
   if (json_) {
@@ -670,6 +680,7 @@ void Cli::PrintRecordDetail(const v1::Record& r) {
                         {"problem", ProblemText(r.problem())},
                         {"origin", r.origin()},
                         {"job id", std::to_string(r.job_id())},
+                        {"seed", r.seed() != 0 ? std::to_string(r.seed()) + " (bench --seed repeats its inputs)" : "-"},
                         {"created at", r.created_at()},
                         {"source hash", r.source_hash()},
                         {"daemon version", r.daemon_version()},

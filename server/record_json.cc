@@ -4,6 +4,7 @@
 #include <google/protobuf/util/json_util.h>
 
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -122,6 +123,8 @@ Struct RecordToRow(const v1::Record& r) {
   Set(row, "origin", Str(r.origin()));
   Set(row, "created_at", Str(r.created_at()));
   Set(row, "compile_ms", Num(r.compile_ms()));
+  // 64 bits: a string (a JSON number keeps 53).
+  if (r.seed() != 0) Set(row, "input_seed", Str(std::to_string(r.seed())));
   Set(row, "bytes_moved", Num(static_cast<double>(r.bytes_moved())));
   Set(row, "gbps", Num(r.gbps()));
   Set(row, "pct_of_copy", Num(r.pct_of_copy()));
@@ -349,6 +352,13 @@ StatusOr<v1::Record> RowToRecord(const DocContext& doc, const Struct& row, const
   r.set_daemon_version(StrField(row, "daemon_version"));
   r.set_created_at(StrField(row, "created_at"));
   r.set_compile_ms(NumOr(row, "compile_ms"));
+  if (const std::string seed = StrField(row, "input_seed"); !seed.empty()) {
+    uint64_t n = 0;
+    const char* end = seed.data() + seed.size();
+    auto [ptr, ec] = std::from_chars(seed.data(), end, n);
+    if (ec != std::errc() || ptr != end) return InvalidArgument(where + ".input_seed '" + seed + "' is not a seed");
+    r.set_seed(n);
+  }
   r.set_bytes_moved(CountOr(row, "bytes_moved"));
   r.set_gbps(NumOr(row, "gbps"));
   r.set_pct_of_copy(NumOr(row, "pct_of_copy"));

@@ -107,13 +107,15 @@ StatusOr<std::vector<v1::Record>> Tuner::RunWorkerJob(const TuneDevice& device, 
   for (v1::Record& r : records) {
     if (r.compile_ms() == 0.0) r.set_compile_ms(compile_ms[r.variant()]);
     FinishRecord(device, problem, job.job_id(), job.origin(), &r);
+    r.set_seed(job.seed());
   }
   return records;
 }
 
 StatusOr<Tuner::Evaluated> Tuner::Evaluate(uint64_t job_id, const TuneDevice& device, const Problem& problem,
                                            const std::vector<Variant>& variants, const std::string& origin,
-                                           const v1::TimingConfig& timing, const ProgressFn& progress) {
+                                           const v1::TimingConfig& timing, uint64_t seed,
+                                           const ProgressFn& progress) {
   auto log = Logger("server");
   const int n = static_cast<int>(variants.size());
   if (progress) {
@@ -133,7 +135,7 @@ StatusOr<Tuner::Evaluated> Tuner::Evaluate(uint64_t job_id, const TuneDevice& de
   job.set_job_id(job_id);
   *job.mutable_problem() = ToProto(problem);
   *job.mutable_timing() = timing;
-  job.set_seed(FreshSeed());
+  job.set_seed(seed != 0 ? seed : FreshSeed());
   job.set_verify(true);
   job.set_time(true);
   job.set_origin(origin);
@@ -280,7 +282,7 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
                                    " cannot implement it" + (skipped_note.empty() ? "" : "; " + skipped_note) + ")"));
   }
 
-  StatusOr<Evaluated> first = Evaluate(job_id, device, problem, feasible, "tuned", options_.timing, progress);
+  StatusOr<Evaluated> first = Evaluate(job_id, device, problem, feasible, "tuned", options_.timing, /*seed=*/0, progress);
   if (!first.ok()) return fail(first.status());
   std::vector<v1::Record> records = std::move(first->records);
 
@@ -401,11 +403,12 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
 
 StatusOr<std::vector<v1::Record>> Tuner::Benchmark(uint64_t job_id, const TuneDevice& device,
                                                    const std::vector<Problem>& problems,
-                                                   const std::vector<Variant>& variants) {
+                                                   const std::vector<Variant>& variants, uint64_t seed) {
   std::vector<v1::Record> records;
   Status failure;
   for (const Problem& problem : problems) {
-    StatusOr<Evaluated> evaluated = Evaluate(job_id, device, problem, variants, "benchmark", options_.timing, nullptr);
+    StatusOr<Evaluated> evaluated =
+        Evaluate(job_id, device, problem, variants, "benchmark", options_.timing, seed, nullptr);
     if (!evaluated.ok()) {
       failure = evaluated.status().Annotate("benchmark of " + problem.Key());
       break;

@@ -57,25 +57,27 @@ class Tuner {
                                const std::vector<Variant>& variants, bool force, const ProgressFn& progress);
 
   // Verifies and times each variant at each problem (origin "benchmark"); the
-  // records are stored (one transaction) and returned with their ids.
+  // records are stored (one transaction) and returned with their ids. The
+  // inputs come from `seed` (0: a fresh one per problem).
   StatusOr<std::vector<v1::Record>> Benchmark(uint64_t job_id, const TuneDevice& device,
                                               const std::vector<Problem>& problems,
-                                              const std::vector<Variant>& variants);
+                                              const std::vector<Variant>& variants, uint64_t seed);
 
  private:
   struct Evaluated {
     std::vector<v1::Record> records;   // compile failures and worker records, in variant order
     std::map<std::string, v1::Candidate> candidates;  // what the worker got, by variant name
   };
-  // Runs one worker job and finishes its records; progress per event.
+  // Runs one worker job and finishes its records (each with the job's seed); progress per event.
   StatusOr<std::vector<v1::Record>> RunWorkerJob(const TuneDevice& device, const Problem& problem, v1::Job job,
                                                  v1::TuneProgress::Stage verify_stage,
                                                  v1::TuneProgress::Stage time_stage, const ProgressFn& progress);
-  // Compiles, then verifies and times in one worker job. Records of failed
-  // compiles are made here; `on_event` sees the worker's events.
+  // Compiles, then verifies and times in one worker job, its inputs from
+  // `seed` (0: a fresh one). Records of failed compiles are made here;
+  // `on_event` sees the worker's events.
   StatusOr<Evaluated> Evaluate(uint64_t job_id, const TuneDevice& device, const Problem& problem,
                                const std::vector<Variant>& variants, const std::string& origin,
-                               const v1::TimingConfig& timing, const ProgressFn& progress);
+                               const v1::TimingConfig& timing, uint64_t seed, const ProgressFn& progress);
 
   const EngineOptions& options_;
   Store* store_;

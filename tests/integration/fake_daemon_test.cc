@@ -268,6 +268,10 @@ TEST_F(FakeDaemonTest, UsageErrorsExitWithTwo) {
            {"records", "--state", "FINE"},
            {"record"},
            {"record", "abc"},
+           {"bench", "--shape", "4x2048x2048", "--variants", "x", "--seed", "abc"},
+           {"bench", "--shape", "4x2048x2048", "--variants", "x", "--seed", "0"},
+           {"bench", "--shape", "4x2048x2048", "--variants", "x", "--seed", "-5"},
+           {"bench", "--shape", "4x2048x2048", "--variants", "x", "--seed", "18446744073709551616"},
            {}}) {
     CommandResult r = daemon_->Cli(args);
     EXPECT_EQ(r.exit_code, 2) << ::testing::PrintToString(args) << "\n" << r.err;
@@ -325,6 +329,47 @@ TEST(BenchmarkTest, TimesNamedVariantsAtEachShape) {
     EXPECT_EQ(r.state(), v1::OK) << r.variant() << ": " << r.detail();
     EXPECT_EQ(r.origin(), "benchmark");
   }
+  EXPECT_TRUE((*daemon)->Stop().ok()) << (*daemon)->Log();
+}
+
+// Every worker record carries its job's input seed; `bench --seed` draws the
+// inputs from a record's seed again (that record's verification, repeated).
+TEST(BenchmarkTest, RecordsCarryTheirSeedAndBenchRepeatsIt) {
+  TestDaemonOptions options;
+  options.worker = SCANTUNE_FAKE_WORKER_PATH;
+  options.flags = {"--enable-benchmark"};
+  auto daemon = TestDaemon::Start(options);
+  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+  std::vector<std::string> variants = RealVariants();
+  const std::vector<std::string> bench = {"bench", "--json", "--op", "linear_scan", "--shapes",
+                                          "4x2048x2048,1x8192x2560", "--dtype", "bf16", "--mode", "fwd",
+                                          "--variants", Join({variants[0], variants[1]})};
+  CommandResult fresh = (*daemon)->Cli(bench);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err << "\n" << (*daemon)->Log();
+  auto first = ParseJson<v1::BenchmarkResponse>(fresh.out);
+  ASSERT_EQ(first.records_size(), 4);
+  std::map<std::string, uint64_t> seed_of;  // one job per shape: one seed for its variants
+  for (const v1::Record& r : first.records()) {
+    EXPECT_NE(r.seed(), 0u) << r.variant();
+    const std::string shape = std::to_string(r.problem().shape().width());
+    if (seed_of.count(shape)) EXPECT_EQ(r.seed(), seed_of[shape]) << r.variant();
+    seed_of[shape] = r.seed();
+  }
+  EXPECT_NE(seed_of["2048"], seed_of["2560"]) << "each shape's job draws its own seed";
+
+  const uint64_t seed = first.records(0).seed();
+  std::vector<std::string> again = bench;
+  again.insert(again.end(), {"--seed", std::to_string(seed)});
+  CommandResult repeated = (*daemon)->Cli(again);
+  ASSERT_EQ(repeated.exit_code, 0) << repeated.err;
+  auto second = ParseJson<v1::BenchmarkResponse>(repeated.out);
+  ASSERT_EQ(second.records_size(), 4);
+  for (const v1::Record& r : second.records()) EXPECT_EQ(r.seed(), seed) << r.variant();
+
+  // Stored with it: the record read back by id has the same seed.
+  CommandResult stored = (*daemon)->Cli({"record", "--json", std::to_string(second.records(0).id())});
+  ASSERT_EQ(stored.exit_code, 0) << stored.err;
+  EXPECT_EQ(ParseJson<v1::Record>(stored.out).seed(), seed);
   EXPECT_TRUE((*daemon)->Stop().ok()) << (*daemon)->Log();
 }
 

@@ -96,6 +96,7 @@ TEST(RecordJson, ExportReadsBack) {
   r.add_rounds()->add_fwd_ms(1.25);
   r.set_rel_err(0.5);
   r.set_origin("tuned");
+  r.set_seed(0xfedcba9876543210ull);  // above 2^53: kept exactly (as a string)
   auto json = RecordsToSeedJson({r});
   ASSERT_TRUE(json.ok());
   EXPECT_THAT(*json, HasSubstr("\"architecture\": \"linear_scan\""));
@@ -121,6 +122,7 @@ TEST(RecordJson, ExportReadsBack) {
   EXPECT_EQ(b.rounds(0).fwd_ms(0), 1.25);
   EXPECT_EQ(b.rel_err(), 0.5);
   EXPECT_EQ(b.source_hash(), "abc");
+  EXPECT_EQ(b.seed(), 0xfedcba9876543210ull);
 }
 
 TEST(RecordJson, RefusesOversizedAndMalformedDocuments) {
