@@ -293,12 +293,11 @@ StatusOr<v1::BenchmarkResponse> Engine::Impl::Benchmark(const v1::BenchmarkReque
     }
   }
   const uint64_t job_id = next_job_id_++;
+  const uint64_t seed = request.seed();
   ASSIGN_OR_RETURN(std::vector<v1::Record> records,
-                   RunOnDevice<std::vector<v1::Record>>(device.index,
-                                                        [this, job_id, device, problems, variants, seed = request.seed()] {
-                                                          return tuner_->Benchmark(job_id, device, problems, variants,
-                                                                                   seed);
-                                                        }));
+                   RunOnDevice<std::vector<v1::Record>>(device.index, [this, job_id, device, problems, variants, seed] {
+                     return tuner_->Benchmark(job_id, device, problems, variants, seed);
+                   }));
   v1::BenchmarkResponse response;
   for (v1::Record& r : records) *response.add_records() = std::move(r);
   return response;

@@ -282,7 +282,8 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
                                    " cannot implement it" + (skipped_note.empty() ? "" : "; " + skipped_note) + ")"));
   }
 
-  StatusOr<Evaluated> first = Evaluate(job_id, device, problem, feasible, "tuned", options_.timing, /*seed=*/0, progress);
+  StatusOr<Evaluated> first =
+      Evaluate(job_id, device, problem, feasible, "tuned", options_.timing, /*seed=*/0, progress);
   if (!first.ok()) return fail(first.status());
   std::vector<v1::Record> records = std::move(first->records);
 

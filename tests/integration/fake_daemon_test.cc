@@ -304,24 +304,44 @@ TEST_F(FakeDaemonTest, RpcErrorsExitWithOneAndNameTheCode) {
   ExpectServing();
 }
 
-// Remote benchmarks, when enabled: one record per (shape, variant), in the
-// records table layout.
-TEST(BenchmarkTest, TimesNamedVariantsAtEachShape) {
-  TestDaemonOptions options;
-  options.worker = SCANTUNE_FAKE_WORKER_PATH;
-  options.flags = {"--enable-benchmark"};
-  auto daemon = TestDaemon::Start(options);
-  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
-  std::vector<std::string> variants = RealVariants();
-  std::vector<std::string> two = {variants[0], variants[1]};
-  CommandResult table = (*daemon)->Cli({"bench", "--op", "linear_scan", "--shapes", "4x2048x2048,1x8192x2560",
-                                        "--dtype", "bf16", "--mode", "fwd", "--variants", Join(two)});
-  ASSERT_EQ(table.exit_code, 0) << table.err << "\n" << (*daemon)->Log();
+// A test with a daemon of its own (fake worker), stopped cleanly at its end.
+class OwnDaemonTest : public ::testing::Test {
+ protected:
+  void StartDaemon(const TestDaemonOptions& options) {
+    auto daemon = TestDaemon::Start(options);
+    ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
+    daemon_ = std::move(*daemon);
+  }
+  void TearDown() override {
+    if (daemon_) EXPECT_TRUE(daemon_->Stop().ok()) << daemon_->Log();
+  }
+  std::unique_ptr<TestDaemon> daemon_;
+};
+
+// Remote benchmarks enabled, and two real variants to time.
+class BenchmarkTest : public OwnDaemonTest {
+ protected:
+  void SetUp() override {
+    TestDaemonOptions options;
+    options.worker = SCANTUNE_FAKE_WORKER_PATH;
+    options.flags = {"--enable-benchmark"};
+    StartDaemon(options);
+    const std::vector<std::string> variants = RealVariants();
+    two_ = Join({variants[0], variants[1]});
+  }
+  std::string two_;
+};
+
+// One record per (shape, variant), in the records table layout.
+TEST_F(BenchmarkTest, TimesNamedVariantsAtEachShape) {
+  CommandResult table = daemon_->Cli({"bench", "--op", "linear_scan", "--shapes", "4x2048x2048,1x8192x2560",
+                                      "--dtype", "bf16", "--mode", "fwd", "--variants", two_});
+  ASSERT_EQ(table.exit_code, 0) << table.err << "\n" << daemon_->Log();
   EXPECT_THAT(table.out, HasSubstr("GB/s"));
   EXPECT_THAT(table.out, HasSubstr("1x8192x2560"));
 
-  CommandResult json = (*daemon)->Cli({"bench", "--json", "--op", "linear_scan", "--shapes", "4x2048x2048",
-                                       "--dtype", "bf16", "--mode", "fwd", "--variants", Join(two)});
+  CommandResult json = daemon_->Cli({"bench", "--json", "--op", "linear_scan", "--shapes", "4x2048x2048",
+                                     "--dtype", "bf16", "--mode", "fwd", "--variants", two_});
   ASSERT_EQ(json.exit_code, 0) << json.err;
   auto response = ParseJson<v1::BenchmarkResponse>(json.out);
   ASSERT_EQ(response.records_size(), 2);
@@ -329,23 +349,16 @@ TEST(BenchmarkTest, TimesNamedVariantsAtEachShape) {
     EXPECT_EQ(r.state(), v1::OK) << r.variant() << ": " << r.detail();
     EXPECT_EQ(r.origin(), "benchmark");
   }
-  EXPECT_TRUE((*daemon)->Stop().ok()) << (*daemon)->Log();
 }
 
 // Every worker record carries its job's input seed; `bench --seed` draws the
 // inputs from a record's seed again (that record's verification, repeated).
-TEST(BenchmarkTest, RecordsCarryTheirSeedAndBenchRepeatsIt) {
-  TestDaemonOptions options;
-  options.worker = SCANTUNE_FAKE_WORKER_PATH;
-  options.flags = {"--enable-benchmark"};
-  auto daemon = TestDaemon::Start(options);
-  ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
-  std::vector<std::string> variants = RealVariants();
-  const std::vector<std::string> bench = {"bench", "--json", "--op", "linear_scan", "--shapes",
+TEST_F(BenchmarkTest, RecordsCarryTheirSeedAndBenchRepeatsIt) {
+  const std::vector<std::string> bench = {"bench",  "--json", "--op",   "linear_scan", "--shapes",
                                           "4x2048x2048,1x8192x2560", "--dtype", "bf16", "--mode", "fwd",
-                                          "--variants", Join({variants[0], variants[1]})};
-  CommandResult fresh = (*daemon)->Cli(bench);
-  ASSERT_EQ(fresh.exit_code, 0) << fresh.err << "\n" << (*daemon)->Log();
+                                          "--variants", two_};
+  CommandResult fresh = daemon_->Cli(bench);
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err << "\n" << daemon_->Log();
   auto first = ParseJson<v1::BenchmarkResponse>(fresh.out);
   ASSERT_EQ(first.records_size(), 4);
   std::map<std::string, uint64_t> seed_of;  // one job per shape: one seed for its variants
@@ -360,17 +373,16 @@ TEST(BenchmarkTest, RecordsCarryTheirSeedAndBenchRepeatsIt) {
   const uint64_t seed = first.records(0).seed();
   std::vector<std::string> again = bench;
   again.insert(again.end(), {"--seed", std::to_string(seed)});
-  CommandResult repeated = (*daemon)->Cli(again);
+  CommandResult repeated = daemon_->Cli(again);
   ASSERT_EQ(repeated.exit_code, 0) << repeated.err;
   auto second = ParseJson<v1::BenchmarkResponse>(repeated.out);
   ASSERT_EQ(second.records_size(), 4);
   for (const v1::Record& r : second.records()) EXPECT_EQ(r.seed(), seed) << r.variant();
 
   // Stored with it: the record read back by id has the same seed.
-  CommandResult stored = (*daemon)->Cli({"record", "--json", std::to_string(second.records(0).id())});
+  CommandResult stored = daemon_->Cli({"record", "--json", std::to_string(second.records(0).id())});
   ASSERT_EQ(stored.exit_code, 0) << stored.err;
   EXPECT_EQ(ParseJson<v1::Record>(stored.out).seed(), seed);
-  EXPECT_TRUE((*daemon)->Stop().ok()) << (*daemon)->Log();
 }
 
 // A client that goes away mid-tune stops getting progress; the job itself
@@ -481,22 +493,14 @@ TEST_F(DaemonStartupTest, ReplacesAStaleSocketButNotALiveOne) {
 
 // A daemon whose worker finds no GPU still serves the database and compiles
 // kernels; only tuning is refused.
-class NoGpuDaemonTest : public ::testing::Test {
+class NoGpuDaemonTest : public OwnDaemonTest {
  protected:
   void SetUp() override {
     TestDaemonOptions options;
     options.worker = SCANTUNE_FAKE_WORKER_PATH;
     options.env = {{"SCANTUNE_FAKE_NO_GPU", "1"}};
-    auto daemon = TestDaemon::Start(options);
-    ASSERT_TRUE(daemon.ok()) << daemon.status().ToString();
-    daemon_ = std::move(*daemon);
+    StartDaemon(options);
   }
-  void TearDown() override {
-    if (daemon_) {
-      EXPECT_TRUE(daemon_->Stop().ok()) << daemon_->Log();
-    }
-  }
-  std::unique_ptr<TestDaemon> daemon_;
 };
 
 TEST_F(NoGpuDaemonTest, ServesTheDatabaseButRefusesToTune) {
