@@ -354,7 +354,7 @@ TEST_F(BenchmarkTest, TimesNamedVariantsAtEachShape) {
 // Every worker record carries its job's input seed; `bench --seed` draws the
 // inputs from a record's seed again (that record's verification, repeated).
 TEST_F(BenchmarkTest, RecordsCarryTheirSeedAndBenchRepeatsIt) {
-  const std::vector<std::string> bench = {"bench",  "--json", "--op",   "linear_scan", "--shapes",
+  const std::vector<std::string> bench = {"bench", "--json", "--op", "linear_scan", "--shapes",
                                           "4x2048x2048,1x8192x2560", "--dtype", "bf16", "--mode", "fwd",
                                           "--variants", two_};
   CommandResult fresh = daemon_->Cli(bench);
