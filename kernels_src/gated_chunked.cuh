@@ -588,7 +588,10 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   constexpr int kCalls = (3 * P + 7) / 8;  // RowSums8 calls per group
   constexpr bool kLean = sizeof(T) == 2;
   extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ float s_sum[2][THREADS / 32][kCalls * 8];
+  constexpr int kWarpSlots = THREADS / 32, kSumSlots = kCalls * 8;
+  // The meeting's branch-free instance: 16-bit `_y1` (the h rescans spilled 40-56 bytes with it).
+  constexpr bool kMeet = kLean && SAVE == 0;
+  __shared__ float s_sum[2][kWarpSlots][kSumSlots];
   __shared__ float2 s_ri[CHUNK];
   const Ring ring(smem);
   const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP);
@@ -625,6 +628,14 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + row0;
   T* __restrict__ dxs = static_cast<T*>(p.dx) + row0;
   const int groups = static_cast<int>((sp_.t1 - sp_.t0 + P - 1) / P);
+  // Every lane of the block wide (rows aligned, W = 8 x the block's threads): the meeting's branch-free instance.
+  const bool rows_wide = SamuAligned<T, VEC>(p, true) && static_cast<long long>(blockDim.x) * VEC == p.width;
+  // The sums' rows of absent warps (blockDim.x < THREADS), read as zeros by that instance; the first
+  // group's barrier orders these stores before any read.
+  for (int e = tid; kMeet && e < (kWarpSlots - warps) * kSumSlots; e += blockDim.x) {
+    s_sum[0][warps + e / kSumSlots][e % kSumSlots] = 0.0f;
+    s_sum[1][warps + e / kSumSlots][e % kSumSlots] = 0.0f;
+  }
   const int span = static_cast<int>(sp_.t1 - sp_.t0);
   const long long w = p.width;
   // Group k's rows: its first token is t1 - 1 - k P; x and dy from that row
@@ -811,43 +822,79 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
       if (lane % 4 == 0) s_sum[k % 2][warp][c * 8 + RowSumIndex<32>(lane)] = total;
     }
     __syncthreads();
-    // Lane q < 3 P sums value q (token q / 3, sum q % 3) over the warps in
-    // order; the lanes below P gather their token's three.
-    float total = 0.0f;
-    if (lane < 3 * P) {
-      for (int wp = 0; wp < warps; ++wp) total += s_sum[k % 2][wp][lane];
-    }
-    float share = 0.0f;
-    {
-      float sums[3];
+    // The meeting's second half, in two instances. Full groups of a block
+    // whose lanes are all wide (kMet): no branch from the barrier to
+    // the stores, so the loads of the dx parts, the cross-warp sums, the
+    // share and the four rows' stores overlap (session 19's profile: ~21% of
+    // the W = 2560 rescan's stall samples sat in this part, in series). The
+    // cross-warp sum runs over THREADS / 32 rows in order; the rows of absent
+    // warps are zero (set before the first group), which changes no bit.
+    auto meet = [&](auto met_tag) {
+      constexpr bool kMet = decltype(met_tag)::value;
+      float total = 0.0f;
+      if constexpr (kMet) {
 #pragma unroll
-      for (int n = 0; n < 3; ++n) sums[n] = __shfl_sync(0xffffffffu, total, (3 * lane + n) % 32);
-      if (lane < P && lane < live) {
-        const float2 ri = s_ri[live - 1 - lane];
-        if constexpr (kLean) sums[0] *= kLn2 * ri.x;  // SamuBackStepLog2's sum of k w: sum G
-        const SamuShare sh = kLean ? SamuShareOfControl(w_r, w_i, inv_w, sums, ri) : SamuShareOf(p, sums);
-        share = sh.share;
-#pragma unroll
-        for (int n = 0; n < 4; ++n) contrib[n] += sh.contrib[n];
+        for (int wp = 0; wp < kWarpSlots; ++wp) total += s_sum[k % 2][wp][lane % kSumSlots];
+      } else if (lane < 3 * P) {
+        for (int wp = 0; wp < warps; ++wp) total += s_sum[k % 2][wp][lane];
       }
-    }
-    T* row = dx_row;
+      float share = 0.0f;
+      {
+        // Lane q < 3 P holds value q (token q / 3, sum q % 3); the lanes
+        // below P gather their token's three.
+        float sums[3];
 #pragma unroll
-    for (int i = 0; i < P; ++i, row -= w) {
-      const float s = __shfl_sync(0xffffffffu, share, i);
-      if (i < live) {
-        float dx[VEC];
-        if constexpr (sizeof(typename Ring::P8) == 16) {  // 16-bit: the two fp32 halves by shared-window address
+        for (int n = 0; n < 3; ++n) sums[n] = __shfl_sync(0xffffffffu, total, (3 * lane + n) % 32);
+        const bool mine = lane < P && lane < live;
+        if (kMet || mine) {
+          const float2 ri = s_ri[kMet ? live - 1 - lane % P : live - 1 - lane];
+          if constexpr (kLean) sums[0] *= kLn2 * ri.x;  // SamuBackStepLog2's sum of k w: sum G
+          const SamuShare sh = kLean ? SamuShareOfControl(w_r, w_i, inv_w, sums, ri) : SamuShareOf(p, sums);
+          share = mine ? sh.share : 0.0f;
+#pragma unroll
+          for (int n = 0; n < 4; ++n) contrib[n] += mine ? sh.contrib[n] : 0.0f;
+        }
+      }
+      if constexpr (kMet) {
+        float dx[P][VEC];
+#pragma unroll
+        for (int i = 0; i < P; ++i) {
           const float4 lo = LoadShared16(slot_s + i * pitch), hi = LoadShared16(slot_s + (P + i) * pitch);
-          dx[0] = lo.x; dx[1] = lo.y; dx[2] = lo.z; dx[3] = lo.w;
-          dx[4] = hi.x; dx[5] = hi.y; dx[6] = hi.z; dx[7] = hi.w;
-        } else {
-          LoadFloats(dx, slot + i * blockDim.x, slot + (P + i) * blockDim.x);
+          dx[i][0] = lo.x; dx[i][1] = lo.y; dx[i][2] = lo.z; dx[i][3] = lo.w;
+          dx[i][4] = hi.x; dx[i][5] = hi.y; dx[i][6] = hi.z; dx[i][7] = hi.w;
         }
 #pragma unroll
-        for (int j = 0; j < VEC; ++j) dx[j] += s;
-        StorePack<T, VEC>(row, dx, l.wide, l.nvalid);
+        for (int i = 0; i < P; ++i) {
+          const float s = __shfl_sync(0xffffffffu, share, i);
+#pragma unroll
+          for (int j = 0; j < VEC; ++j) dx[i][j] += s;
+          StorePack<T, VEC>(dx_row - i * w, dx[i], true, VEC);
+        }
+      } else {
+        T* row = dx_row;
+#pragma unroll
+        for (int i = 0; i < P; ++i, row -= w) {
+          const float s = __shfl_sync(0xffffffffu, share, i);
+          if (i < live) {
+            float dx[VEC];
+            if constexpr (sizeof(typename Ring::P8) == 16) {  // 16-bit: the two fp32 halves by shared-window address
+              const float4 lo = LoadShared16(slot_s + i * pitch), hi = LoadShared16(slot_s + (P + i) * pitch);
+              dx[0] = lo.x; dx[1] = lo.y; dx[2] = lo.z; dx[3] = lo.w;
+              dx[4] = hi.x; dx[5] = hi.y; dx[6] = hi.z; dx[7] = hi.w;
+            } else {
+              LoadFloats(dx, slot + i * blockDim.x, slot + (P + i) * blockDim.x);
+            }
+#pragma unroll
+            for (int j = 0; j < VEC; ++j) dx[j] += s;
+            StorePack<T, VEC>(row, dx, l.wide, l.nvalid);
+          }
+        }
       }
+    };
+    if (kMeet && rows_wide && live >= P) {
+      meet(BoolTag<kMeet>{});
+    } else {
+      meet(BoolTag<false>{});
     }
   }
   float* param = ChunkWs(p, lay.param_offset);
