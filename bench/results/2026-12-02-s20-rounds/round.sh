@@ -1,35 +1,11 @@
 #!/usr/bin/env bash
 # Session 20 rounds on the H200: the GPU suites of samu (the enumerated points and the _k2 suite), then samu
 # bf16 fwd_bwd tuned at the four seed-001 shapes over each shape's selection of session 19 and the _k2 points
-# (the rescan's row over a 2-block cluster) beside them, in one tuning job per shape group.
+# (the rescan's row over a 2-block cluster) beside them (scripts/gpu_samu_round.sh). The _k2 points need
+# r1/rows_split_k2.diff applied; main refuses them as unknown knobs.
 #   device.run carry=[".bundle"] command="bash bench/results/2026-12-02-s20-rounds/round.sh TAG"
-set -u
-out=${OUT:-/tmp/out}
 K2="chunked_v8_t256_c48_l64_y1_b5_i32_k2,chunked_v8_t256_c64_l64_y1_b5_i32_k2,chunked_v8_t256_c32_l64_y1_b5_i32_k2"
-V_A="chunked_v8_t256_c32_l64_y1,chunked_v8_t256_c64_l64_y1_b5_i32,chunked_v8_t256_c128_l64_y1_b5_i32,chunked_v8_t256_c32_l64_y1_k2,$K2"
-V_B="chunked_v8_t512_c64_l64_y1_b5_i32,chunked_v8_t512_c48_l64_y1_b5_i32,$K2"
-tag=${1:-new}
-if [ "${SKIP_TESTS:-0}" != 1 ]; then
-  SCANTUNE_CTEST_REGEX="${TESTS_RE:-SamuRowsSplit|EverySamu}" OUT=$out/tests bash scripts/gpu_round.sh tests > /dev/null 2>&1
-  grep -E "tests passed|tests failed|Failed|\*\*\*" $out/tests/gpu_tests.log
-fi
-SCANTUNE_TUNE="samu:bf16:fwd_bwd" SCANTUNE_SHAPES="1x8192x2560" SCANTUNE_VARIANTS="$V_B" \
-  OUT=$out/${tag}_b bash scripts/gpu_round.sh tune > /dev/null 2>&1
-SCANTUNE_TUNE="samu:bf16:fwd_bwd" SCANTUNE_SHAPES="4x2048x2048 1x32768x1024 1x32768x2048" SCANTUNE_VARIANTS="$V_A" \
-  OUT=$out/${tag}_a bash scripts/gpu_round.sh tune > /dev/null 2>&1
-cat $out/${tag}_a/records_ok.txt $out/${tag}_b/records_ok.txt 2>/dev/null | grep samu | awk '{print $3, $4, $5, $8, $9, $10, $13}' \
-  | sort -k3,3 -k6n > $out/${tag}_records.txt
-python3 - $out/${tag}_?/records.json > $out/${tag}_not_ok.txt <<'PY'
-import json, sys
-for f in sys.argv[1:]:
-    try:
-        data = json.load(open(f))
-    except Exception as e:
-        print(f, e); continue
-    recs = data if isinstance(data, list) else data.get("records", [])
-    for r in recs:
-        if r.get("state") not in ("OK", None):
-            print(r.get("variant"), r.get("state"), r.get("shape"), str(r.get("error", r.get("message", "")))[:300])
-PY
-rm -f $out/${tag}_?/scantune-gpu.db
-echo "== $tag (variant state shape fwd bwd fwd_bwd rel_err)"; cat $out/${tag}_records.txt; cat $out/${tag}_not_ok.txt
+export V_A="chunked_v8_t256_c32_l64_y1,chunked_v8_t256_c64_l64_y1_b5_i32,chunked_v8_t256_c128_l64_y1_b5_i32,chunked_v8_t256_c32_l64_y1_k2,$K2"
+export V_B="chunked_v8_t512_c64_l64_y1_b5_i32,chunked_v8_t512_c48_l64_y1_b5_i32,$K2"
+export TESTS_RE="${TESTS_RE:-SamuRowsSplit|EverySamu}"
+exec bash scripts/gpu_samu_round.sh "${1:-new}"
