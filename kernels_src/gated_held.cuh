@@ -1108,19 +1108,6 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   const int row0 = seg * kSteps;
   const long long c0 = x.c_strip + lane * VEC;
   const Lanes l = MakeLanes<T, VEC>(c0, p.width, SamuAligned<T, VEC>(p, false));
-  // (r_t, i_t) of the tile's rows, staged once (0 past L).
-  __shared__ float2 s_ri[TILE];
-  __shared__ float s_rows[kCluster ? TILE : 1];
-  if constexpr (!FUSED && !kCluster) {
-    const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
-    for (int r = threadIdx.x; r < TILE; r += THREADS) {
-      s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
-    }
-  }
-  // sp and beta now; gamma only after the look-back (fewer live registers
-  // through it: the forward of twice the tile holds 32 fp32 b's).
-  // (sp per thread: shared as in rglru it spilled 4 bytes in fused_d16_s32_c512; one constant, ~1
-  // instruction per element.)
   // kLean (16-bit, _o3 and up where a is held or b is in shared memory):
   // sp in log2 units (ForwardGate's and the rescan's ex2 take k r as is: no
   // FMUL by log2(e) per element), and the segment's A from its sum of r (one
@@ -1134,9 +1121,45 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   static_assert(!kB16 || (sizeof(T) == 2 && ORDER == 3 && !FUSED && !kHold), "_b: the 16-bit _o3 forward, a not held");
   constexpr bool kBSmem = !FUSED && !kB16 && SamuBInSmem(ORDER, int(sizeof(T)), kSteps, VEC);
   constexpr bool kLean = sizeof(T) == 2 && ORDER >= 3 && (kHold || kBSmem || kB16);
+  // (r_t, i_t) of the tile's rows, staged once (0 past L). kRiFirst: loaded into registers and
+  // stored to s_ri once lambda's and beta's loads are issued, so that the round trips overlap (the
+  // store right after the load held lambda's load behind it: ~12% of the W = 2560 forward's stall
+  // samples, bench/NOTES.md, session 22). Not in _b's 16-step forwards: at 48 registers it
+  // spilled 4-8 bytes there.
+  constexpr bool kRiFirst = !kB16 || kSteps >= 32;
+  __shared__ float2 s_ri[TILE];
+  __shared__ float s_rows[kCluster ? TILE : 1];
+  constexpr int kRiPerThread = (TILE + THREADS - 1) / THREADS;
+  float2 ri_own[kRiPerThread];
+  const auto store_ri = [&] {
+#pragma unroll
+    for (int q = 0; q < kRiPerThread; ++q) {
+      const int r = threadIdx.x + q * THREADS;
+      if (r < TILE) s_ri[r] = ri_own[q];
+    }
+  };
+  if constexpr (!FUSED && !kCluster) {
+    const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
+    if constexpr (kRiFirst) {
+#pragma unroll
+      for (int q = 0; q < kRiPerThread; ++q) {
+        const int r = threadIdx.x + q * THREADS;
+        ri_own[q] = r < TILE && x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
+      }
+    } else {
+      for (int r = threadIdx.x; r < TILE; r += THREADS) {
+        s_ri[r] = x.base + r < p.length ? __ldg(ctrl + x.base + r) : make_float2(0.0f, 0.0f);
+      }
+    }
+  }
+  // sp and beta now; gamma only after the look-back (fewer live registers
+  // through it: the forward of twice the tile holds 32 fp32 b's).
+  // (sp per thread: shared as in rglru it spilled 4 bytes in fused_d16_s32_c512; one constant, ~1
+  // instruction per element.)
   float sp[VEC], beta[VEC];
   LoadChannels(sp, p.lambda, l);
   LoadChannels(beta, p.beta, l);
+  if constexpr (!FUSED && !kCluster && kRiFirst) store_ri();
 #pragma unroll
   for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusFor<T>(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
