@@ -370,8 +370,17 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
       v[i] = in ? agg[k * p.width] : 0.0f;
     }
   };
+  // The run's first batch stays in registers for the second walk below (at the seed shapes a run is
+  // 1-2 batches: its reload was one more round trip between the agg and the rescan).
+  float r0[kRun], v0[kRun];
+  batch(q0, r0, v0);
   float rs = 0.0f, hh = 0.0f;
-  for (long long q = q0; q < q1; q += kRun) {
+#pragma unroll
+  for (int i = 0; i < kRun; ++i) {
+    hh = fmaf(ExpDecay<T>(sp * r0[i]), hh, v0[i]);
+    rs += r0[i];
+  }
+  for (long long q = q0 + kRun; q < q1; q += kRun) {
     float r[kRun], v[kRun];
     batch(q, r, v);
 #pragma unroll
@@ -400,14 +409,18 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
   __syncthreads();
   if (!live) return;
   float carry = s_a[slice][lane];
-  for (long long q = q0; q < q1; q += kRun) {
-    float r[kRun], v[kRun];
-    batch(q, r, v);
+  auto walk = [&](long long q, const float (&r)[kRun], const float (&v)[kRun]) {
 #pragma unroll
     for (int i = 0; i < kRun; ++i) {
       if (q + i < q1) start[(kReverse ? n - 1 - (q + i) : q + i) * p.width] = carry;
       carry = fmaf(ExpDecay<T>(sp * r[i]), carry, v[i]);
     }
+  };
+  walk(q0, r0, v0);
+  for (long long q = q0 + kRun; q < q1; q += kRun) {
+    float r[kRun], v[kRun];
+    batch(q, r, v);
+    walk(q, r, v);
   }
 }
 
