@@ -1,14 +1,9 @@
 # The regions of one kernel of an ncu source page (csv.gz) between memory operations and barriers, with
 # their share of the stall samples and their instructions per element (regions of >= 0.5% or >= 0.3 / element).
 #   python3 regions.py FILE.csv.gz KERNEL_INDEX ELEMENTS
-import csv,gzip,sys
-rows=list(csv.reader(gzip.open(sys.argv[1],'rt'))); k=int(sys.argv[2]); elems=float(sys.argv[3])
-secs=[]; cur=None
-for x in rows:
-    if x and x[0]=="Kernel Name": cur=[x[1],None,[]]; secs.append(cur); continue
-    if cur is None: continue
-    if cur[1] is None: cur[1]=x; continue
-    cur[2].append(x)
+import sys
+from ncu_sections import sections
+secs=sections(sys.argv[1]); k=int(sys.argv[2]); elems=float(sys.argv[3])
 name,hdr,body=secs[k]
 iE=hdr.index("Instructions Executed"); iS=hdr.index("Warp Stall Sampling (All Samples)")
 tot=sum(int(x[iS] or 0) for x in body if len(x)>iE)

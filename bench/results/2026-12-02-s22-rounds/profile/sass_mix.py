@@ -1,14 +1,9 @@
 # Per kernel of an ncu source page (csv.gz, one section per kernel): executed instructions per opcode (thread
 # instructions per element), stall samples, stall reasons, and the 20 SASS lines with the most samples.
 #   python3 sass_mix.py FILE.csv.gz ELEMENTS
-import csv,gzip,sys,collections
-rows=list(csv.reader(gzip.open(sys.argv[1],'rt'))); elems=float(sys.argv[2])
-secs=[]; cur=None
-for x in rows:
-    if x and x[0]=="Kernel Name": cur=[x[1],None,[]]; secs.append(cur); continue
-    if cur is None: continue
-    if cur[1] is None: cur[1]=x; continue
-    cur[2].append(x)
+import sys,collections
+from ncu_sections import sections
+secs=sections(sys.argv[1]); elems=float(sys.argv[2])
 for name,hdr,body in secs:
     iE=hdr.index("Instructions Executed"); iS=hdr.index("Warp Stall Sampling (All Samples)")
     cols=[c for c in hdr if c.startswith("stall_") and "Not Issued" not in c]; ic=[hdr.index(c) for c in cols]
