@@ -654,8 +654,7 @@ class GatedPlannerImpl final : public OpPlanner {
         // lookback _o3's forward on its (strips, B, tiles) grid (block-index tiles, packed look-back).
         const Variant f = HybridForwardOf(v);
         const gated::Layout held = LayoutFor(f, problem);
-        add(Role::kControl, "fwd", gated::ControlBlocks(s.batch * s.length, device.sm_count), 1, gated::kFixupThreads,
-            0);
+        add(Role::kControl, "fwd", CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock), 1, gated::kFixupThreads, 0);
         // _b{n}: the staging and the combine only (b in place of x).
         add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads,
             v.fwd_blocks != 0 ? SmemBytes(f, problem.dtype, 1) : FwdSmem(f, problem.op, problem.dtype), held.tiles);
@@ -694,9 +693,7 @@ class GatedPlannerImpl final : public OpPlanner {
     // _o5: a cluster is the strips of one (b, tile), x fastest on the grid.
     const int64_t cluster_x = IsCluster(v) ? lay.strips : 1;
     if (HasFwd(problem.mode)) {
-      // samu_fwd_control_fast strides over the tokens (ControlBlocks); sequential's samu_fwd_control is a warp a token.
-      add(Role::kControl, "fwd", sequential ? token_blocks : gated::ControlBlocks(s.batch * s.length, device.sm_count),
-          1, gated::kFixupThreads, 0);
+      add(Role::kControl, "fwd", token_blocks, 1, gated::kFixupThreads, 0);
       add(Role::kFwdScan, "fwd", scan_x, scan_y, threads, sequential ? 0 : FwdSmem(v, problem.op, problem.dtype),
           scan_z, cluster_x);
     }

@@ -225,25 +225,6 @@ struct TileStager {
       g += step;
     }
   }
-  // Stage (shift 0) in two cp.async groups: first the rows in the first half of every run of kSteps
-  // rows (the first kSteps / 2 steps of each segment's local pass), committed, then the others (the
-  // caller commits them).
-  template <int kSteps>
-  __device__ __forceinline__ void StageHalves(T* dst, const T* __restrict__ src) const {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const T* g = src + goff;
-#pragma unroll
-      for (int i = 0; i < kPasses; ++i) {
-        const int row = r0 + i * kRowStep;
-        if ((TILE % kRowStep == 0 || row < TILE) && (row % kSteps < kSteps / 2) == (half == 0)) {
-          CpAsync16(dst + soff + i * kRowStep * STRIP, g);
-        }
-        g += step;
-      }
-      if (half == 0) CpAsyncCommit();
-    }
-  }
 };
 
 // The edge instance of a rescan takes its Lanes through a shuffle with
@@ -721,42 +702,36 @@ __device__ __forceinline__ float2 SamuControlOf(const SamuParams& p, float sum) 
 }
 
 // One warp per token: m_t = mean_c x by 16-byte loads, kRowBatch16 in flight
-// per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t). The grid is
-// ControlBlocks (kControlBlocksPerSm per SM) and the warps stride over the
-// tokens, so the held forward's first blocks find room beside it. The
-// tokens go last first: the scan after it reads x first tile first, so the
-// rows this pass read last are the ones still in L2 when the scan starts,
-// and the scan's own traffic evicts rows it reads last.
+// per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t). Blocks
+// take the tokens last first: the scan after it reads x first tile first,
+// so the rows this pass read last are the ones still in L2 when the scan
+// starts, and the scan's own traffic evicts rows it reads last.
 template <typename T>
 __device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
-  const long long tokens = p.batch * p.length;
-  const long long warps = static_cast<long long>(gridDim.x) * kFixupTokensPerBlock;
+  const long long token =
+      static_cast<long long>(gridDim.x - 1 - blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
+  if (token >= p.batch * p.length) return;
   constexpr int kE = 16 / int(sizeof(T));
-  const bool chunks = ChunkAligned<T>(p.x, p.width);
-  for (long long k = static_cast<long long>(blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32; k < tokens;
-       k += warps) {
-    const long long token = tokens - 1 - k;
-    const T* row = static_cast<const T*>(p.x) + token * p.width;
-    float sum = 0.0f;
-    if (chunks) {
-      const uint4* v = reinterpret_cast<const uint4*>(row);
-      const long long n = p.width / kE;
-      long long c = lane;
-      for (; c + 32 * (kRowBatch16 - 1) < n; c += 32 * kRowBatch16) {
-        uint4 w[kRowBatch16];
+  const T* row = static_cast<const T*>(p.x) + token * p.width;
+  float sum = 0.0f;
+  if (ChunkAligned<T>(p.x, p.width)) {
+    const uint4* v = reinterpret_cast<const uint4*>(row);
+    const long long n = p.width / kE;
+    long long c = lane;
+    for (; c + 32 * (kRowBatch16 - 1) < n; c += 32 * kRowBatch16) {
+      uint4 w[kRowBatch16];
 #pragma unroll
-        for (int q = 0; q < kRowBatch16; ++q) w[q] = __ldg(v + c + 32 * q);
+      for (int k = 0; k < kRowBatch16; ++k) w[k] = __ldg(v + c + 32 * k);
 #pragma unroll
-        for (int q = 0; q < kRowBatch16; ++q) sum += ChunkSum<T>(w[q]);
-      }
-      for (; c < n; c += 32) sum += ChunkSum<T>(__ldg(v + c));
-    } else {
-      for (long long c = lane; c < p.width; c += 32) sum += scan::ToFloat(row[c]);
+      for (int k = 0; k < kRowBatch16; ++k) sum += ChunkSum<T>(w[k]);
     }
-    sum = RowSum<32>(sum);
-    if (lane == 0) reinterpret_cast<float2*>(p.ctrl)[token] = SamuControlOf(p, sum);
+    for (; c < n; c += 32) sum += ChunkSum<T>(__ldg(v + c));
+  } else {
+    for (long long c = lane; c < p.width; c += 32) sum += scan::ToFloat(row[c]);
   }
+  sum = RowSum<32>(sum);
+  if (lane == 0) reinterpret_cast<float2*>(p.ctrl)[token] = SamuControlOf(p, sum);
 }
 
 // ---- samu `fused`: the strips of a (b, time tile) meet inside the scans ---------
@@ -1113,24 +1088,13 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       return StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
     }
   }();
-  // kSplit: whole tiles arrive in two cp.async groups (StageHalves), and the local pass runs its
-  // first kSteps / 2 steps once the first has landed, while the second is still in flight (the
-  // staging wait was ~25-29% of the forward's stall samples, bench/NOTES.md, session 22). Edge tiles
-  // stage in one group, followed by an empty one. Not for the meetings (fused, _o5), which read
-  // every staged row right after the staging barrier.
-  constexpr bool kSplit = !FUSED && !kCluster && SP::kSteps >= 8;
   const bool chunks = ChunkAligned<T>(p.x, p.width);
   if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
     const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
-    if constexpr (kSplit) {
-      st.template StageHalves<SP::kSteps>(s_in, static_cast<const T*>(p.x));
-    } else {
-      st.Stage(s_in, static_cast<const T*>(p.x), 0, p.width);
-    }
+    st.Stage(s_in, static_cast<const T*>(p.x), 0, p.width);
   } else {
     StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
                                        chunks);
-    if constexpr (kSplit) CpAsyncCommit();
   }
   CpAsyncCommit();
   if constexpr (kEarly) {  // StartTile's ORDER >= 2 path, after the staging
@@ -1200,7 +1164,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusFor<T>(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
   LoadRow(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
-  CpAsyncWait<kSplit ? 1 : 0>();
+  CpAsyncWait<0>();
   __syncthreads();
   if constexpr (FUSED) SamuMeetForward<T, THREADS, STRIP, TILE>(p, lay, x, s_in, s_ri);
   if constexpr (kCluster) SamuClusterForward<T, THREADS, STRIP, TILE>(p, x, s_in, s_rows, s_ri);
@@ -1217,13 +1181,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // _i32 (32 steps): in unrolled runs of 8 (fully unrolled, the prologue's
   // indices spilled 12-16 bytes at the 48 registers of _b5).
   constexpr int kUnroll = kSteps > 16 ? 8 : kSteps;
-  constexpr int kFirst = kSplit ? kSteps / 2 : kSteps;  // steps before the second staging group's wait
 #pragma unroll kUnroll
   for (int i = 0; i < kSteps; ++i) {
-    if (kSplit && i == kFirst) {  // block-uniform (an unrolled run starts at kFirst)
-      CpAsyncWait<0>();
-      __syncthreads();
-    }
     const int row = row0 + i;
     const float2 ri = s_ri[row];
     if constexpr (kLean) rsum += ri.x;

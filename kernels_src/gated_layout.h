@@ -41,17 +41,6 @@ namespace gated {
 // Tokens per block of samu's fix-up kernel (one warp per token).
 constexpr int kFixupThreads = 256;
 constexpr int kFixupTokensPerBlock = kFixupThreads / 32;
-// Blocks per SM of samu's control kernel (samu_fwd_control_fast, kFixupThreads each, a warp per token
-// and tokens strided over the grid). At one block per 8 tokens the control filled every thread slot of
-// every SM, so no block of the held forward after it could start (PDL) and stage its x under it; at 3
-// (768 threads) two held blocks of 256 fit beside it, and its 24 warps still keep 96 KB of x in flight
-// per SM (bench/NOTES.md, session 23).
-constexpr int kControlBlocksPerSm = 3;
-GATED_HD long long ControlBlocks(long long tokens, int sm_count) {
-  const long long by_tokens = (tokens + kFixupTokensPerBlock - 1) / kFixupTokensPerBlock;
-  const long long resident = static_cast<long long>(sm_count) * kControlBlocksPerSm;
-  return by_tokens < resident ? by_tokens : resident;
-}
 // Threads of the finalize kernel (32 channels per block, THREADS / 32 slices over parts).
 constexpr int kFinalizeThreads = 1024;
 // Number of per-channel parameters with gradients: rglru Lambda; samu lambda, beta, gamma.

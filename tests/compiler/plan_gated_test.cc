@@ -357,16 +357,10 @@ TEST(GatedPlan, SeedShapes) {
         EXPECT_EQ(finalize.grid[0], static_cast<uint32_t>(CeilDiv(s.width, 32) + (samu ? 1 : 0)));
         EXPECT_EQ(finalize.block[0], static_cast<uint32_t>(gated::kFinalizeThreads));
         if (control) {
-          // A warp per token: sequential's control one block per 8 tokens; the fast control (every other
-          // family) strides over the tokens on at most kControlBlocksPerSm blocks per SM.
-          const int64_t token_blocks = CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock);
-          const int64_t control_blocks =
-              sequential ? token_blocks
-                         : std::min<int64_t>(token_blocks, int64_t{h200.sm_count} * gated::kControlBlocksPerSm);
-          EXPECT_EQ(plan->launches[0].grid[0], static_cast<uint32_t>(control_blocks));
-          EXPECT_EQ(plan->launches[0].block[0], static_cast<uint32_t>(gated::kFixupThreads));
+          EXPECT_EQ(plan->launches[0].grid[0],
+                    static_cast<uint32_t>(CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock)));
           if (fixup) {
-            EXPECT_EQ(plan->launches[3].grid[0], static_cast<uint32_t>(token_blocks));
+            EXPECT_EQ(plan->launches[3].grid[0], plan->launches[0].grid[0]);
             EXPECT_EQ(plan->launches[3].block[0], static_cast<uint32_t>(gated::kFixupThreads));
           }
         }
