@@ -187,7 +187,7 @@ bool IsHybrid(const Variant& v) { return IsChunked(v) && v.strip != 0; }
 // The `lookback` point whose forward a `chunked` _l{strip} runs (gated_layout.h, HybridBase).
 Variant HybridForwardOf(const Variant& v) {
   const int segments = gated::HybridSegments(v.strip);
-  return {.algorithm = Algorithm::kLookback, .vec = gated::HybridVec(v.strip), .threads = gated::kHybridThreads,
+  return {.algorithm = Algorithm::kLookback, .vec = gated::kHybridVec, .threads = gated::kHybridThreads,
           .segments = segments, .items = v.fwd_items != 0 ? v.fwd_items : gated::kHybridItems, .order = 3};
 }
 // Threads of a `chunked` rows block: one per vec channels of a token row, whole warps.
@@ -316,13 +316,8 @@ class GatedPlannerImpl final : public OpPlanner {
                              std::to_string(device.max_threads_per_block) + "]");
     }
     if (v.chunk < 8 || v.chunk > 4096) return InvalidArgument("chunk " + std::to_string(v.chunk) + " not in [8, 4096]");
-    if (v.strip != 0 && v.strip != 32 && v.strip != 64 && v.strip != 128) {
-      return InvalidArgument("_l" + std::to_string(v.strip) +
-                             ": the look-back forward's strip is 32 or 64 channels (vec 2), or 128 (vec 4, with _b)");
-    }
-    if (v.strip == 128 && (v.fwd_blocks == 0 || v.fwd_items != 0)) {
-      // With b in fp32 shared memory the vec-4 forward takes 127 registers and 96 KB (2 blocks per SM).
-      return InvalidArgument("_l128 (4 channels per thread) keeps b at 16 bits: it needs _b{n} and no _i");
+    if (v.strip != 0 && v.strip != 32 && v.strip != 64) {
+      return InvalidArgument("_l" + std::to_string(v.strip) + ": the look-back forward's strip is 32 or 64 channels");
     }
     if (v.save_every != 0) {
       if (v.save_every != 2 && v.save_every != 4) {
@@ -354,9 +349,9 @@ class GatedPlannerImpl final : public OpPlanner {
       }
     }
     if (v.fwd_blocks != 0) {
-      if (v.strip == 0 || v.fwd_blocks < (v.strip == 128 ? 3 : 4) || v.fwd_blocks > 8) {
+      if (v.strip == 0 || v.fwd_blocks < 4 || v.fwd_blocks > 8) {
         return InvalidArgument("_b" + std::to_string(v.fwd_blocks) +
-                               ": 4 to 8 blocks per SM of the look-back forward (3 to 8 at _l128), with _l{strip}");
+                               ": 4 to 8 blocks per SM of the look-back forward, with _l{strip}");
       }
       if (problem.dtype != DType::kBF16) {
         return InvalidArgument("_b" + std::to_string(v.fwd_blocks) +

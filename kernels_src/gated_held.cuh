@@ -1235,8 +1235,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // their forward 1-2.5 us).
   if constexpr (kEarly && kSteps >= 32) scan::LaunchDependents();
   float s[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER, kB16 && VEC >= 4>(A, H, carry0, x, lay, p.workspace, s_A, s_H,
-                                                                          s_carry, s);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows: every block may exit
   if (l.nvalid <= 0) return;
   float gamma[VEC];

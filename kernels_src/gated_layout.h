@@ -158,10 +158,7 @@ GATED_HD constexpr long long ChunkRingBytes(int pass, int threads, int elem_byte
 constexpr int kHybridVec = 2;
 constexpr int kHybridThreads = 256;
 constexpr int kHybridItems = 16;
-// _l128 (with _b{n}): 32 lanes of 4 channels, the 16-token tile over twice the channels per thread (each
-// thread's prologue, per-token work and look-back over 64 elements, as _i32's, without its longer chains).
-GATED_HD constexpr int HybridVec(int strip) { return strip == 128 ? 4 : kHybridVec; }
-GATED_HD constexpr int HybridSegments(int strip) { return kHybridThreads * HybridVec(strip) / strip; }
+GATED_HD constexpr int HybridSegments(int strip) { return kHybridThreads * kHybridVec / strip; }
 GATED_HD constexpr int HybridTile(int strip) { return HybridSegments(strip) * kHybridItems; }
 GATED_HD long long HybridBase(long long batch, long long length, long long width, int strip) {
   return strip == 0 ? 0

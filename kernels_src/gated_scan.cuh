@@ -480,49 +480,12 @@ __device__ __forceinline__ auto StartTile(void* workspace, unsigned* s_ticket, l
 // {w1, w2} pairs of its own tile (not tile 0), the predecessor k tiles back
 // at -2k x STRIP; `tile` its index in the chain (the walk never reads below
 // tile 0, which publishes an inclusive state, so the walk ends).
-template <int VEC, int STRIP, bool kOneDistance = false>
+template <int VEC, int STRIP>
 __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, unsigned tag, float (&carry)[VEC],
                                                    long long tile) {
   using scan::FlagOf;
   using scan::LoadWord;
   using scan::ValueOf;
-  if constexpr (kOneDistance) {
-    // One distance for the thread's channels (samu's _l128_b4 forward: a per-channel `next` spilled 44 bytes
-    // at its 64 registers): a tile writes its VEC words one after another, so a step waits until every channel's pair
-    // at distance k is an aggregate (combine, one tile down) or every w1 is inclusive (the walk ends). A
-    // mix (some w1 already inclusive) only waits for the rest: the same answer, a few cycles later.
-    float accA[VEC], accH[VEC];
-    Fill(accA, 1.0f);
-    Fill(accH, 0.0f);
-    for (long long k = 1;;) {
-      const unsigned long long* wk = w - 2LL * STRIP * k;
-      unsigned long long a[VEC], h[VEC];
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        a[j] = LoadWord(wk + 2 * j);
-        h[j] = LoadWord(wk + 2 * j + 1);
-      }
-      bool inclusive = true, aggregate = true;
-#pragma unroll
-      for (int j = 0; j < VEC; ++j) {
-        inclusive = inclusive && FlagOf(a[j]) == tag + kFlagInclusive;
-        aggregate = aggregate && FlagOf(a[j]) == tag + kFlagAggregate && FlagOf(h[j]) == tag + kFlagAggregate;
-      }
-      if (inclusive) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) carry[j] = fmaf(accA[j], ValueOf(a[j]), accH[j]);
-        return;
-      }
-      if (aggregate) {
-#pragma unroll
-        for (int j = 0; j < VEC; ++j) {
-          accH[j] = fmaf(accA[j], ValueOf(h[j]), accH[j]);
-          accA[j] *= ValueOf(a[j]);
-        }
-        ++k;  // tile 0 publishes an inclusive state, so k never passes `tile`
-      }
-    }
-  }
   constexpr int kWindow = VEC >= 2 ? 1 : 2;
   float accA[VEC], accH[VEC];
   Fill(accA, 1.0f);
@@ -580,8 +543,7 @@ __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, 
 // arrives at the epoch counter and, if last, opens the next epoch (waiting
 // for the atomic there stalls one warp of an issue-bound block; holding its
 // result to the block's end instead spilled in the 64-register backward).
-template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, bool kOneDistance = false,
-          typename I = long long>
+template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long>
 __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const float (&H)[VEC],
                                                    const float (&carry0)[VEC], const TileIndexOf<I>& x,
                                                    const Layout& lay,
@@ -661,7 +623,7 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
         StoreWord(w + 2 * j, PackWord(tA[j], tag + kFlagAggregate));
         StoreWord(w + 2 * j + 1, PackWord(tH[j], tag + kFlagAggregate));
       }
-      LookBackPackedLean<VEC, STRIP, kOneDistance>(w, tag, carry, x.tile);
+      LookBackPackedLean<VEC, STRIP>(w, tag, carry, x.tile);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));

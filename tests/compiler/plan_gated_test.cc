@@ -822,35 +822,6 @@ TEST(GatedPlan, ChunkedLongTileForward) {
   }
 }
 
-// _l128 (with _b): the look-back forward at vec 4, 32 lanes of 4 channels, 8 segments of 16 tokens (tile
-// 128): half the 64-channel strips, the same tiles; its look-back region fits the one reserved for it.
-TEST(GatedPlan, ChunkedWideForward) {
-  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
-  EXPECT_EQ(RoundTrip("chunked_v8_t256_c32_l128_y1_b4").strip, 128);
-  const LaunchPlan wide = PlanOf("chunked_v8_t256_c32_l128_y1_b4", p), narrow = PlanOf("chunked_v8_t256_c32_l64_y1_b4", p);
-  ASSERT_EQ(wide.launches.size(), 6u);
-  ASSERT_EQ(narrow.launches.size(), 6u);
-  const Launch& f = wide.launches[1];
-  EXPECT_EQ(f.name_expression, "samu_fwd_held<__nv_bfloat16, 4, 256, 128, 128, 3, 0, 4>");
-  EXPECT_EQ(narrow.launches[1].name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 4>");
-  EXPECT_EQ(f.grid[0] * 2, narrow.launches[1].grid[0]);  // 16 strips of 128 channels, not 32 of 64
-  EXPECT_EQ(f.grid[2], narrow.launches[1].grid[2]);      // the same 16 tiles of 128 tokens
-  EXPECT_EQ(f.shared_bytes, 128u * 128 * 2 + (2 * 8 * 128 + 128) * 4 + 16);
-  // The backward's kernels are chunked's, their sections after the look-back region of strip 128.
-  EXPECT_EQ(wide.launches[4].name_expression, "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 128, 0>");
-  EXPECT_EQ(wide.launches[4].grid, narrow.launches[4].grid);
-  EXPECT_EQ(wide.workspace_zero_bytes,
-            static_cast<uint64_t>(gated::MakeLayout(4, 2048, 2048, 128, 128, gated::kSamuParams, true, true, true).zero_bytes));
-  EXPECT_TRUE(CanImplement(Parsed("chunked_v8_t512_c64_l128_y1_b3"), MakeProblem(Op::kSamu, {1, 8192, 2560}),
-                           DeviceLimits{})
-                  .ok());
-  // Refused: without _b (b in fp32 shared memory: 127 registers), with _i32, 2 blocks per SM, strip 256.
-  ExpectRefused({"chunked_v8_t256_c32_l128_y1", "chunked_v8_t256_c32_l128_y1_b4_i32", "chunked_v8_t256_c32_l128_y1_b2",
-                 "chunked_v8_t256_c32_l256_y1_b4"},
-                p);
-  ExpectRefused({"chunked_v8_t256_c32_l64_y1_b3"}, p);  // 3 blocks per SM only at _l128
-}
-
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
   const NvrtcCompiler compiler;
   std::vector<CompileRequest> requests;

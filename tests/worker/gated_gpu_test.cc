@@ -132,13 +132,5 @@ TEST(GatedGpuTest, SamuLongTileForwardVariantsAreLegal) {
                                    "chunked_v8_t256_c32_l64_b4_i32"}));
 }
 
-// samu `chunked` _l128 (bf16, with _b): the look-back forward at 4 channels per thread (32 lanes, strip 128,
-// tile 128), its look-back one distance for the thread's channels; with and without _y1, at 3 and 4 blocks
-// per SM, and a W (100, 33) inside one partial strip.
-TEST(GatedGpuTest, SamuWideForwardVariantsAreLegal) {
-  VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c32_l128_y1_b4", "chunked_v8_t512_c64_l128_y1_b3",
-                                   "chunked_v8_t256_c64_l128_b4", "chunked_v8_t256_c128_l128_h4_b3"}));
-}
-
 }  // namespace
 }  // namespace scantune
