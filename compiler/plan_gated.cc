@@ -143,6 +143,12 @@ constexpr int kHybridB16Blocks = 5;
 // forward 8-9 us faster at L = 32768 W = 2048 (130-133 against 139-140 us), level at 1x8192x2560, 1-2 us
 // slower at 4x2048x2048 (bench/NOTES.md session 15); at the backward's chunks that won L = 32768 and W = 2560.
 constexpr HybridKnobs kHybridLongTile[] = {{256, 128, 64}, {256, 64, 64}, {512, 64, 64}};
+// _b4_i32: the same forward at 4 blocks per SM (64 registers): 2.6 us faster than _b5_i32 at 1x8192x2560
+// (46.6 against 49.3 us; fwd_bwd -1 to -2 us) and 0.7 us faster in fwd_bwd than the 16-token forward at
+// 4x2048x2048; level at L = 32768 (bench/NOTES.md session 24). _b3 and _i64 run by name: 3 blocks per SM and
+// tiles of 512 tokens were slower at every seed shape (in fwd_bwd: _i64's early trigger lets the backward's
+// first blocks take slots while the forward runs).
+constexpr HybridKnobs kHybridLongTile4[] = {{256, 32, 64}, {512, 64, 64}};
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -295,6 +301,11 @@ class GatedPlannerImpl final : public OpPlanner {
                             .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = kHybridB16Blocks,
                             .fwd_items = 2 * gated::kHybridItems});
       }
+      for (const HybridKnobs& k : kHybridLongTile4) {
+        variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                            .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = 4,
+                            .fwd_items = 2 * gated::kHybridItems});
+      }
     }
     return variants;
   }
@@ -349,7 +360,7 @@ class GatedPlannerImpl final : public OpPlanner {
       }
     }
     if (v.fwd_blocks != 0) {
-      if (v.strip == 0 || v.fwd_blocks < 4 || v.fwd_blocks > 8) {
+      if (v.strip == 0 || v.fwd_blocks < 3 || v.fwd_blocks > 8) {
         return InvalidArgument("_b" + std::to_string(v.fwd_blocks) +
                                ": 4 to 8 blocks per SM of the look-back forward, with _l{strip}");
       }
@@ -358,13 +369,13 @@ class GatedPlannerImpl final : public OpPlanner {
                                " keeps b at 16 bits: bf16's (fp16's range may not hold b = s i beta x)");
       }
     }
-    if (v.fwd_items != 0 && (v.fwd_items != 2 * gated::kHybridItems || v.fwd_blocks == 0)) {
+    if (v.fwd_items != 0 && ((v.fwd_items != 2 * gated::kHybridItems && v.fwd_items != 4 * gated::kHybridItems) ||
+                             v.fwd_blocks == 0)) {
       // The _b forward keeps no per-token arrays in registers (b in place of x, a recomputed), so its tokens per
       // thread are a tile length, not a register count; without _b, b and a would be held for each of them.
-      return InvalidArgument("_i" + std::to_string(v.fwd_items) + ": the look-back forward's " +
-                             std::to_string(2 * gated::kHybridItems) + " tokens per thread (_i" +
-                             std::to_string(2 * gated::kHybridItems) + ", with _b{n}; " +
-                             std::to_string(gated::kHybridItems) + " without _i)");
+      return InvalidArgument("_i" + std::to_string(v.fwd_items) + ": the look-back forward's tokens per thread are " +
+                             std::to_string(2 * gated::kHybridItems) + " or " + std::to_string(4 * gated::kHybridItems) +
+                             " (_i{n}, with _b{n}), or " + std::to_string(gated::kHybridItems) + " without _i");
     }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {

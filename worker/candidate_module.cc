@@ -44,7 +44,7 @@ Status CandidateModule::PrepareWorkspace(CUdeviceptr workspace, CudaFailure* fai
 }
 
 Status CandidateModule::Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace,
-                                CudaFailure* failure) const {
+                                CudaFailure* failure, const std::string& skip) const {
   const auto& api = ctx_.api();
   const auto& driver = ctx_.driver();
   if (workspace_zero_bytes_ > 0 && !workspace_zero_once_) {
@@ -55,7 +55,8 @@ Status CandidateModule::Enqueue(const std::string& phase, const void* params, CU
   // The driver copies the parameter struct at launch.
   void* args[] = {const_cast<void*>(params)};
   for (const PlannedKernel& k : kernels_) {
-    if (k.phase == phase) RETURN_IF_ERROR(k.Launch(ctx_, args, failure));
+    if (k.phase != phase || (!skip.empty() && k.entry.find(skip) != std::string::npos)) continue;
+    RETURN_IF_ERROR(k.Launch(ctx_, args, failure));
   }
   return Status::Ok();
 }

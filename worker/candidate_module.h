@@ -41,8 +41,11 @@ class CandidateModule {
   // phase with kernelParams = {params} (PlannedKernel::Launch: PDL and
   // clusters as the plan says): `params` is the operator's by-value
   // parameter struct (OpIo::Params), whose workspace field is `workspace`,
-  // workspace_bytes() of device memory.
-  Status Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace, CudaFailure* failure) const;
+  // workspace_bytes() of device memory. `skip` (an ablation for diagnosis
+  // only, never for a stored result's verification): kernels whose entry
+  // contains it are left out.
+  Status Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace, CudaFailure* failure,
+                 const std::string& skip = {}) const;
 
  private:
   explicit CandidateModule(const GpuContext& ctx) : ctx_(ctx) {}

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <optional>
+#include <string>
 
 #include "common/log.h"
 #include "common/stats.h"
@@ -193,13 +195,21 @@ StatusOr<std::vector<TimingResult>> Timer::Run(const std::vector<TimedCandidate>
   } event_guard{api, start, stop};
 
   const std::vector<Mode> modes = TimedModes(problem_.mode);
+  // SCANTUNE_DIAG_SKIP_KERNEL (diagnosis only, e.g. scripts of bench/results): times every launch without the
+  // kernels whose entry contains it, after verification ran them all, so that the difference to a normal run
+  // is what that kernel costs inside its PDL chain. Such timings are ablations, not the variant's.
+  static const std::string skip = [] {
+    const char* env = std::getenv("SCANTUNE_DIAG_SKIP_KERNEL");
+    return std::string(env != nullptr ? env : "");
+  }();
+  if (!skip.empty()) log->warn("SCANTUNE_DIAG_SKIP_KERNEL={}: timing without those kernels (an ablation)", skip);
   size_t cursor = 0;
   // Queues one launch of `mode` (all its phases) on the next input set.
   auto enqueue = [&](size_t i, Mode mode, CudaFailure* failure) -> Status {
     const std::vector<uint8_t>& packed = params[cursor][i];
     cursor = (cursor + 1) % sets.size();
     for (const char* phase : PhasesOf(mode)) {
-      RETURN_IF_ERROR(candidates[i].module->Enqueue(phase, packed.data(), workspaces[i].ptr(), failure));
+      RETURN_IF_ERROR(candidates[i].module->Enqueue(phase, packed.data(), workspaces[i].ptr(), failure, skip));
     }
     return Status::Ok();
   };

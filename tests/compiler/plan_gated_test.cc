@@ -138,10 +138,11 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
   for (Op op : kGatedOps) {
     SCOPED_TRACE(OpName(op));
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
-    // The tuner times every point: samu's 44 (session 9: the eight `chunked` _l points; session 12: four
-    // of them with _y1; session 14: those four with _b5; session 15: three _b5_i32) are its ceiling.
+    // The tuner times every point: samu's 46 (session 9: the eight `chunked` _l points; session 12: four
+    // of them with _y1; session 14: those four with _b5; session 15: three _b5_i32; session 24: two
+    // _b4_i32) are its ceiling.
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), op == Op::kSamu ? 44u : 19u);
+    EXPECT_LE(all.size(), op == Op::kSamu ? 46u : 19u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -797,7 +798,7 @@ TEST(GatedPlan, ChunkedB16Forward) {
   const Problem fwd = MakeProblem(Op::kSamu, {1, 32768, 2048}, DType::kBF16, Mode::kFwd);
   EXPECT_TRUE(CanImplement(Parsed("chunked_v8_t256_c64_l32_b5"), fwd, DeviceLimits{}).ok());
   ExpectRefused({"chunked_v8_t256_c128_l32_y1_b5"}, MakeProblem(Op::kSamu, {1, 32768, 2048}, DType::kF16, Mode::kFwd));
-  ExpectRefused({"chunked_v8_t256_c64_b5", "chunked_v8_t256_c64_l32_b3"}, p);
+  ExpectRefused({"chunked_v8_t256_c64_b5", "chunked_v8_t256_c64_l32_b2", "chunked_v8_t256_c64_l32_b9"}, p);
 }
 
 // _i32 (with _b): the look-back forward's 32 tokens per thread, twice the
@@ -813,8 +814,14 @@ TEST(GatedPlan, ChunkedLongTileForward) {
   EXPECT_EQ(f.point.grid[2] * 2, f.twin.grid[2]);  // half the tiles
   EXPECT_EQ(f.point.shared_bytes, 256u * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
   ExpectRefused({"chunked_v8_t256_c128_l64_y1_i32", "chunked_v8_t256_c128_l64_y1_b5_i16",
-                 "chunked_v8_t256_c128_l64_y1_b5_i64"},
+                 "chunked_v8_t256_c128_l64_y1_b5_i48", "chunked_v8_t256_c128_l64_y1_b5_i128"},
                 p);
+  // _i64: 64 tokens per thread, tile 512 (strip 64): a quarter of the 16-token tiles; its 64 KB staging
+  // leaves 3 blocks per SM.
+  const Forwards q = ForwardsOfKnob("chunked_v8_t256_c128_l64_y1_b3_i64", "chunked_v8_t256_c128_l64_y1_b3", p);
+  EXPECT_EQ(q.point.name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 512, 3, 0, 3>");
+  EXPECT_EQ(q.point.grid[2] * 4, q.twin.grid[2]);
+  EXPECT_EQ(q.point.shared_bytes, 512u * 64 * 2 + (2 * 8 * 64 + 64) * 4 + 16);
   // A sequence inside one tile, and the seed shapes (the t512 point: rows of W = 2560 need 320 threads).
   const Variant t512 = Parsed("chunked_v8_t512_c64_l64_y1_b5_i32");
   for (const Shape& shape : std::vector<Shape>{{1, 7, 2048}, {4, 2048, 2048}, {1, 8192, 2560}, {1, 32768, 1024}}) {

@@ -123,13 +123,15 @@ TEST(GatedGpuTest, SamuB16ForwardVariantsAreLegal) {
                                    "chunked_v8_t256_c128_l32_y1_b6", "chunked_v8_t256_c64_l32_h4_b4"}));
 }
 
-// samu `chunked` _i32 (bf16, with _b): the look-back forward's 32 tokens per
-// thread, twice the tile (one tile past L = 300 at strip 64: 256 tokens; the
-// 8192-token problem's 32 tiles chained by the look-back); with and without
-// _y1, at both strips.
+// samu `chunked` _i32 / _i64 (bf16, with _b): the look-back forward's 32 or
+// 64 tokens per thread, twice or four times the tile (one tile past L = 300
+// at strip 64: 256 or 512 tokens; the 8192-token problem's 32 or 16 tiles
+// chained by the look-back); with and without _y1, at both strips, at 3 to 5
+// blocks per SM.
 TEST(GatedGpuTest, SamuLongTileForwardVariantsAreLegal) {
   VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c128_l64_y1_b5_i32", "chunked_v8_t512_c64_l32_y1_b5_i32",
-                                   "chunked_v8_t256_c32_l64_b4_i32"}));
+                                   "chunked_v8_t256_c32_l64_b4_i32", "chunked_v8_t256_c64_l64_y1_b3_i64",
+                                   "chunked_v8_t512_c64_l32_y1_b4_i64", "chunked_v8_t256_c128_l64_h4_b3_i32"}));
 }
 
 }  // namespace
