@@ -196,6 +196,15 @@ Variant HybridForwardOf(const Variant& v) {
   return {.algorithm = Algorithm::kLookback, .vec = gated::kHybridVec, .threads = gated::kHybridThreads,
           .segments = segments, .items = v.fwd_items != 0 ? v.fwd_items : gated::kHybridItems, .order = 3};
 }
+// Threads across the channels of samu_bwd_chunk_agg's columns (each twice, one per half of the chunk):
+// kChunkColumnThreads, or half as many where that pads W less. At W = 2560, 1024-channel columns were 1024 +
+// 1024 + 512 (the SMs of the 512-channel blocks half idle; the agg took 18.1 us inside fwd_bwd at 1x8192x2560,
+// against 10.3 at 4x2048x2048: bench/NOTES.md session 24); 512-channel columns are 5 of equal work.
+int64_t ChunkAggColumns(int64_t width) {
+  constexpr int64_t kWide = int64_t{gated::kChunkColumnThreads} * gated::kChunkVec;
+  auto pad = [&](int64_t channels) { return CeilDiv(width, channels) * channels - width; };
+  return pad(kWide / 2) < pad(kWide) ? gated::kChunkColumnThreads / 2 : gated::kChunkColumnThreads;
+}
 // Threads of a `chunked` rows block: one per vec channels of a token row, whole warps.
 int64_t RowsThreads(const Variant& v, int64_t width) { return CeilDiv(CeilDiv(width, v.vec), 32) * 32; }
 // Dynamic and static shared memory of a `chunked` pass; mirrors gated_chunked.cuh. Dynamic: the cp.async
@@ -653,7 +662,8 @@ class GatedPlannerImpl final : public OpPlanner {
       plan.launches.push_back(std::move(launch));
     };
     if (IsChunked(v)) {
-      // Rows (chunks, B); columns (ceil(W / (128 vec)), chunks, B); carries (ceil(W / 32), B).
+      // Rows (chunks, B); columns (ceil(W / (128 vec)), chunks, B; the agg's ChunkAggColumns); carries
+      // (ceil(W / 32), B).
       const gated::ChunkedLayout lay = gated::MakeChunkedLayout(s.batch, s.length, s.width, v.chunk, v.strip);
       const int rows = static_cast<int>(RowsThreads(v, s.width));
       const int64_t columns = CeilDiv(s.width, int64_t{gated::kChunkColumnThreads} * v.vec);
@@ -675,8 +685,10 @@ class GatedPlannerImpl final : public OpPlanner {
         add(Role::kFwdScan, "fwd", columns, lay.chunks, cols, ChunkedSmem(gated::kChunkFwdScan, cols, elem), s.batch);
       }
       if (HasBwd(problem.mode)) {
-        add(Role::kBwdAgg, "bwd", columns, lay.chunks, gated::kChunkBwdAggThreads,
-            ChunkedSmem(gated::kChunkBwdAgg, gated::kChunkBwdAggThreads, elem), s.batch);
+        const int64_t agg_cols = ChunkAggColumns(s.width);
+        const int agg_threads = static_cast<int>(2 * agg_cols);
+        add(Role::kBwdAgg, "bwd", CeilDiv(s.width, agg_cols * v.vec), lay.chunks, agg_threads,
+            ChunkedSmem(gated::kChunkBwdAgg, agg_threads, elem), s.batch);
         add(Role::kBwdCarry, "bwd", carry_x, s.batch, carry_threads, 0);
         add(Role::kBwdScan, "bwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkBwdScan, rows, elem));
         add(Role::kFinalize, "bwd", CeilDiv(s.width, gated::kChunkFinalizeChannels) + 1, 1, gated::kFinalizeThreads, 0);

@@ -175,9 +175,11 @@ __device__ __forceinline__ void StageControl(float2 (&s_ri)[CHUNK], const SamuPa
 }
 
 // A columns block (samu_fwd_chunk_scan, samu_bwd_chunk_agg) on its
-// (ceil(W / 1024), chunks, B) grid: its ring, its chunk (in the grid's order,
-// or reversed: a rescan walks the chunks opposite to its local pass, for L2
-// reuse) and its thread's kChunkVec channels (l.c0 the first).
+// (ceil(W / (8 cols)), chunks, B) grid: its ring, its chunk (in the grid's
+// order, or reversed: a rescan walks the chunks opposite to its local pass,
+// for L2 reuse) and its thread's kChunkVec channels (l.c0 the first); `cols`
+// threads across the channels (at most kChunkColumnThreads; the plan's
+// ChunkColumns).
 template <typename T, int PASS, int CHUNK, int FWD_STRIP = 0>
 struct ColumnsBlock {
   using Ring = PackRing<T, PASS>;
@@ -186,13 +188,12 @@ struct ColumnsBlock {
   ChunkedLayout lay;
   ChunkSpan<CHUNK> span;
   Lanes l;
-  __device__ __forceinline__ ColumnsBlock(const SamuParams& p, bool reversed, bool backward)
+  __device__ __forceinline__ ColumnsBlock(const SamuParams& p, bool reversed, bool backward, int cols)
       : ring(DynamicSmem()),
         lay(MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP)),
         span(lay, reversed ? gridDim.y - 1 - blockIdx.y : blockIdx.y, reversed ? gridDim.z - 1 - blockIdx.z : blockIdx.z,
              p.length),
-        l(MakeLanes<T, kChunkVec>((static_cast<long long>(blockIdx.x) * kChunkColumnThreads +
-                                   threadIdx.x % kChunkColumnThreads) * kChunkVec,
+        l(MakeLanes<T, kChunkVec>((static_cast<long long>(blockIdx.x) * cols + threadIdx.x % cols) * kChunkVec,
                                   p.width, SamuAligned<T, kChunkVec>(p, backward))) {}
   __device__ __forceinline__ static unsigned char* DynamicSmem() {
     extern __shared__ __align__(16) unsigned char smem[];
@@ -288,7 +289,7 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   static_assert(P % SAVE == 0 && CHUNK % SAVE == 0, "saved rows at t = SAVE - 1 mod SAVE");
   __shared__ float2 s_ri[CHUNK];
   // Chunks in the reverse order of the local pass's: the x it read last is read first, from L2.
-  const Block cb(p, /*reversed=*/true, /*backward=*/false);
+  const Block cb(p, /*reversed=*/true, /*backward=*/false, static_cast<int>(blockDim.x));
   float sp[VEC], beta[VEC], gamma[VEC];
   LoadForwardDecays<T>(sp, p, cb.l);
   LoadChannels(beta, p.beta, cb.l);
@@ -438,8 +439,9 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
   __shared__ float s_S[CHUNK];  // S_t: the chunk's inclusive prefix sums of r_t from t0
   __shared__ float4 s_u2[kChunkColumnThreads][VEC / 4];
-  const Block cb(p, /*reversed=*/false, /*backward=*/true);
-  const int half = threadIdx.x / kChunkColumnThreads, col = threadIdx.x % kChunkColumnThreads;
+  const int cols = static_cast<int>(blockDim.x) / 2;  // the two halves' threads on the same channels
+  const Block cb(p, /*reversed=*/false, /*backward=*/true, cols);
+  const int half = threadIdx.x / cols, col = threadIdx.x % cols;
   const int len = static_cast<int>(cb.span.t1 - cb.span.t0), mid = len / 2;
   const int s0 = half == 0 ? mid : 0, s1 = half == 0 ? len : mid;  // this half's tokens, relative to t0
   float kd[VEC];
@@ -984,7 +986,10 @@ template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0, int SAVE = 1>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
   gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE>(p);
 }
+// The finalize at 2 blocks per SM (32 registers): its ceil(W / 16) + 1 blocks are one wave up to W = 4200 (at
+// one block per SM, W = 2560's 161 blocks ran in two: 6.5 us inside fwd_bwd against 3.1 at W = 2048,
+// bench/NOTES.md session 24).
 template <typename T, int CHUNK, int FWD_STRIP = 0>
-__global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_chunk_finalize(const SamuParams p) {
+__global__ void __launch_bounds__(gated::kFinalizeThreads, 2) samu_bwd_chunk_finalize(const SamuParams p) {
   gated::SamuChunkFinalize<CHUNK, FWD_STRIP>(p);
 }

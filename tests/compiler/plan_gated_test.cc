@@ -511,7 +511,8 @@ TEST(GatedPlan, ChunkedGeometry) {
       {"samu_fwd_chunk_agg<__nv_bfloat16, 512, 64>", "fwd", chunks, 1, 1, 320},
       {"samu_chunk_carry<__nv_bfloat16, 64, 0>", "fwd", 80, 1, 1, 32 * 32},
       {"samu_fwd_chunk_scan<__nv_bfloat16, 64>", "fwd", 3, chunks, 1, 128},
-      {"samu_bwd_chunk_agg<__nv_bfloat16, 64>", "bwd", 3, chunks, 1, 256},
+      // W = 2560 in 5 columns of 512 channels (64 threads, each half of the chunk), not 1024 + 1024 + 512.
+      {"samu_bwd_chunk_agg<__nv_bfloat16, 64>", "bwd", 5, chunks, 1, 128},
       {"samu_chunk_carry<__nv_bfloat16, 64, 1>", "bwd", 80, 1, 1, 32 * 32},
       {"samu_bwd_chunk_scan<__nv_bfloat16, 512, 64>", "bwd", chunks, 1, 1, 320},
       {"samu_bwd_chunk_finalize<__nv_bfloat16, 64>", "bwd", 2560 / 16 + 1, 1, 1, 1024},
@@ -530,7 +531,14 @@ TEST(GatedPlan, ChunkedGeometry) {
   // The cp.async rings: 2 stages x 8 tokens (fwd agg), 3 x 8 (columns), 2 x 3 inputs x 4 tokens (bwd scan), 16 B a thread.
   EXPECT_EQ(plan->launches[0].shared_bytes, 2u * 8 * 320 * 16);
   EXPECT_EQ(plan->launches[2].shared_bytes, 3u * 8 * 128 * 16);
-  EXPECT_EQ(plan->launches[3].shared_bytes, 3u * 4 * 256 * 16);  // two halves of 128 threads, 3 x 4 tokens each
+  EXPECT_EQ(plan->launches[3].shared_bytes, 3u * 4 * 128 * 16);  // two halves of 64 threads, 3 x 4 tokens each
+  // 1024-channel columns where they pad W no more than 512-channel ones (W = 2048, 1000).
+  for (const Shape& shape : std::vector<Shape>{{4, 2048, 2048}, {2, 520, 1000}}) {
+    StatusOr<LaunchPlan> other = MakePlan(Parsed("chunked_v8_t512_c64"), MakeProblem(Op::kSamu, shape), h200);
+    ASSERT_TRUE(other.ok()) << FormatShape(shape);
+    EXPECT_EQ(other->launches[3].block[0], 256u) << FormatShape(shape);
+    EXPECT_EQ(other->launches[3].grid[0], (shape.width + 1023) / 1024) << FormatShape(shape);
+  }
   EXPECT_EQ(plan->launches[5].shared_bytes, 2u * 3 * 4 * 320 * 16);
   EXPECT_EQ(plan->launches[1].shared_bytes, 0u);
   const gated::ChunkedLayout lay = gated::MakeChunkedLayout(1, 8192, 2560, 64);
