@@ -559,7 +559,10 @@ class GatedPlannerImpl final : public OpPlanner {
 
   // The kernels of a variant, each with its role; NameExpressions lists the
   // names in this order and MakePlan launches them by role.
-  enum class Role { kControl, kFwdAgg, kFwdCarry, kFwdScan, kBwdAgg, kBwdCarry, kBwdScan, kFixup, kFinalize };
+  // kFinalizeWide: `chunked`'s finalize at 32 channels per block, launched in place of kFinalize's 16 where
+  // ceil(W / 16) + 1 blocks of 1024 threads would not be one wave (one per SM).
+  enum class Role { kControl, kFwdAgg, kFwdCarry, kFwdScan, kBwdAgg, kBwdCarry, kBwdScan, kFixup, kFinalize,
+                    kFinalizeWide };
   struct Kernel {
     Role role;
     std::string name;
@@ -591,6 +594,7 @@ class GatedPlannerImpl final : public OpPlanner {
                        ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})
                        : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, save})});
       k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip})});
+      k.push_back({Role::kFinalizeWide, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip, 32})});
     } else if (IsChunked(v)) {
       k.push_back({Role::kFwdAgg, Instance("samu_fwd_chunk_agg", dtype, {v.threads, v.chunk})});
       k.push_back({Role::kFwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 0})});
@@ -603,6 +607,7 @@ class GatedPlannerImpl final : public OpPlanner {
                    v.save_every == 0 ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk})
                                      : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, 0, v.save_every})});
       k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk})});
+      k.push_back({Role::kFinalizeWide, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, 0, 32})});
     } else if (v.algorithm == Algorithm::kSequential) {
       if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control", dtype, {v.vec})});
       k.push_back({Role::kFwdScan, Instance(pre + "_fwd_sequential", dtype, {v.vec, v.threads, v.prefetch})});
@@ -691,7 +696,12 @@ class GatedPlannerImpl final : public OpPlanner {
             ChunkedSmem(gated::kChunkBwdAgg, agg_threads, elem), s.batch);
         add(Role::kBwdCarry, "bwd", carry_x, s.batch, carry_threads, 0);
         add(Role::kBwdScan, "bwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkBwdScan, rows, elem));
-        add(Role::kFinalize, "bwd", CeilDiv(s.width, gated::kChunkFinalizeChannels) + 1, 1, gated::kFinalizeThreads, 0);
+        const int64_t narrow_blocks = CeilDiv(s.width, gated::kChunkFinalizeChannels) + 1;
+        if (narrow_blocks <= device.sm_count) {
+          add(Role::kFinalize, "bwd", narrow_blocks, 1, gated::kFinalizeThreads, 0);
+        } else {
+          add(Role::kFinalizeWide, "bwd", CeilDiv(s.width, 32) + 1, 1, gated::kFinalizeThreads, 0);
+        }
       }
       for (Launch& launch : plan.launches) launch.dependent_launch = true;
       plan.workspace_bytes = static_cast<uint64_t>(lay.total_bytes);

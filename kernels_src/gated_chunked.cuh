@@ -944,16 +944,19 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   }
 }
 
-// Blocks [0, ceil(W/32)): the channel parameters over the B x chunks parts;
-// the last block: the controller's four sums.
-template <int CHUNK, int FWD_STRIP>
+// Blocks [0, ceil(W / CH)): the channel parameters over the B x chunks parts;
+// the last block: the controller's four sums. CH = 16 (kChunkFinalizeChannels)
+// where those blocks are one wave (one 1024-thread block per SM), else 32
+// (the plan's choice; at W = 2560 CH = 16's 161 blocks ran in two waves: 6.5 us
+// inside fwd_bwd against 3.1 at W = 2048, bench/NOTES.md session 24).
+template <int CHUNK, int FWD_STRIP, int CH>
 __device__ __forceinline__ void SamuChunkFinalize(const SamuParams& p) {
   const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP);
   scan::GridDependencyWait();
   scan::LaunchDependents();
-  if (static_cast<long long>(blockIdx.x) * kChunkFinalizeChannels < p.width) {
+  if (static_cast<long long>(blockIdx.x) * CH < p.width) {
     float* const out[3] = {p.dlambda, p.dbeta, p.dgamma};
-    FinalizeParams<3, kChunkFinalizeChannels>(ChunkWs(p, lay.param_offset), lay.parts, p.width, out);
+    FinalizeParams<3, CH>(ChunkWs(p, lay.param_offset), lay.parts, p.width, out);
     return;
   }
   SumControllerRows(reinterpret_cast<const float4*>(ChunkWs(p, lay.ctrl_offset)), lay.parts, p.dcontroller);
@@ -986,10 +989,7 @@ template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0, int SAVE = 1>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
   gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE>(p);
 }
-// The finalize at 2 blocks per SM (32 registers): its ceil(W / 16) + 1 blocks are one wave up to W = 4200 (at
-// one block per SM, W = 2560's 161 blocks ran in two: 6.5 us inside fwd_bwd against 3.1 at W = 2048,
-// bench/NOTES.md session 24).
-template <typename T, int CHUNK, int FWD_STRIP = 0>
-__global__ void __launch_bounds__(gated::kFinalizeThreads, 2) samu_bwd_chunk_finalize(const SamuParams p) {
-  gated::SamuChunkFinalize<CHUNK, FWD_STRIP>(p);
+template <typename T, int CHUNK, int FWD_STRIP = 0, int CH = gated::kChunkFinalizeChannels>
+__global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_chunk_finalize(const SamuParams p) {
+  gated::SamuChunkFinalize<CHUNK, FWD_STRIP, CH>(p);
 }

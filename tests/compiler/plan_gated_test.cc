@@ -499,7 +499,10 @@ TEST(GatedPlan, ChunkedGeometry) {
   StatusOr<LaunchPlan> plan = MakePlan(Parsed("chunked_v8_t512_c64"), p, h200);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const std::vector<std::string> names = NameExpressions(Parsed("chunked_v8_t512_c64"), Op::kSamu, DType::kBF16);
-  ASSERT_EQ(names.size(), 7u);
+  // Two finalize instances (16 and 32 channels per block) in the module; the plan launches one.
+  ASSERT_EQ(names.size(), 8u);
+  EXPECT_EQ(names[6], "samu_bwd_chunk_finalize<__nv_bfloat16, 64>");
+  EXPECT_EQ(names[7], "samu_bwd_chunk_finalize<__nv_bfloat16, 64, 0, 32>");
   ASSERT_EQ(plan->launches.size(), 7u);
   const int64_t chunks = 8192 / 64;
   struct Want {
@@ -515,13 +518,14 @@ TEST(GatedPlan, ChunkedGeometry) {
       {"samu_bwd_chunk_agg<__nv_bfloat16, 64>", "bwd", 5, chunks, 1, 128},
       {"samu_chunk_carry<__nv_bfloat16, 64, 1>", "bwd", 80, 1, 1, 32 * 32},
       {"samu_bwd_chunk_scan<__nv_bfloat16, 512, 64>", "bwd", chunks, 1, 1, 320},
-      {"samu_bwd_chunk_finalize<__nv_bfloat16, 64>", "bwd", 2560 / 16 + 1, 1, 1, 1024},
+      // 32 channels per block: 2560 / 16 + 1 = 161 blocks of 1024 threads would be two waves on 132 SMs.
+      {"samu_bwd_chunk_finalize<__nv_bfloat16, 64, 0, 32>", "bwd", 2560 / 32 + 1, 1, 1, 1024},
   };
   for (size_t i = 0; i < 7; ++i) {
     const Launch& l = plan->launches[i];
     SCOPED_TRACE(l.name_expression);
     EXPECT_EQ(l.name_expression, want[i].kernel);
-    EXPECT_EQ(names[i], want[i].kernel);
+    EXPECT_EQ(names[i == 6 ? 7 : i], want[i].kernel);
     EXPECT_EQ(l.phase, want[i].phase);
     EXPECT_EQ(l.grid, (std::array<uint32_t, 3>{want[i].gx, want[i].gy, want[i].gz}));
     EXPECT_EQ(l.block[0], want[i].threads);
@@ -532,12 +536,15 @@ TEST(GatedPlan, ChunkedGeometry) {
   EXPECT_EQ(plan->launches[0].shared_bytes, 2u * 8 * 320 * 16);
   EXPECT_EQ(plan->launches[2].shared_bytes, 3u * 8 * 128 * 16);
   EXPECT_EQ(plan->launches[3].shared_bytes, 3u * 4 * 128 * 16);  // two halves of 64 threads, 3 x 4 tokens each
-  // 1024-channel columns where they pad W no more than 512-channel ones (W = 2048, 1000).
+  // 1024-channel columns where they pad W no more than 512-channel ones (W = 2048, 1000), and the finalize at
+  // 16 channels per block where its blocks are one wave.
   for (const Shape& shape : std::vector<Shape>{{4, 2048, 2048}, {2, 520, 1000}}) {
     StatusOr<LaunchPlan> other = MakePlan(Parsed("chunked_v8_t512_c64"), MakeProblem(Op::kSamu, shape), h200);
     ASSERT_TRUE(other.ok()) << FormatShape(shape);
     EXPECT_EQ(other->launches[3].block[0], 256u) << FormatShape(shape);
     EXPECT_EQ(other->launches[3].grid[0], (shape.width + 1023) / 1024) << FormatShape(shape);
+    EXPECT_EQ(other->launches[6].name_expression, "samu_bwd_chunk_finalize<__nv_bfloat16, 64>");
+    EXPECT_EQ(other->launches[6].grid[0], (shape.width + 15) / 16 + 1) << FormatShape(shape);
   }
   EXPECT_EQ(plan->launches[5].shared_bytes, 2u * 3 * 4 * 320 * 16);
   EXPECT_EQ(plan->launches[1].shared_bytes, 0u);

@@ -28,7 +28,8 @@ Problem MakeProblem(Op op, Shape shape, DType dtype, Mode mode, bool h0) {
 
 // variants: the operator's enumerated ones unless given. Each one given by
 // name must run (not only be pruned) on at least one of the problems.
-void VerifyOperator(Op op, std::vector<Variant> variants = {}) {
+// shapes: the fwd_bwd shapes (each with and without h0) in place of the default list.
+void VerifyOperator(Op op, std::vector<Variant> variants = {}, std::vector<Shape> shapes = {}) {
   const bool named = !variants.empty();
   SCANTUNE_REQUIRE_GPU(gpu);
   const NvrtcCompiler compiler;
@@ -36,7 +37,7 @@ void VerifyOperator(Op op, std::vector<Variant> variants = {}) {
   ASSERT_FALSE(variants.empty());
   // 2x602x512: W = 8 x a rows block's threads, so the `chunked` rescan's full groups take the meeting's
   // branch-free instance (absent warps' sums zeroed) and each sequence's last chunk ends in a partial group.
-  const std::vector<Shape> shapes = {{1, 1, 1}, {2, 7, 33}, {3, 300, 100}, {2, 1000, 2050}, {1, 4096, 64}, {2, 602, 512}};
+  if (shapes.empty()) shapes = {{1, 1, 1}, {2, 7, 33}, {3, 300, 100}, {2, 1000, 2050}, {1, 4096, 64}, {2, 602, 512}};
   std::map<std::string, testing::VerifyCounts> summary;
   std::set<std::string> ran;
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
@@ -132,6 +133,16 @@ TEST(GatedGpuTest, SamuLongTileForwardVariantsAreLegal) {
   VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c128_l64_y1_b5_i32", "chunked_v8_t512_c64_l32_y1_b5_i32",
                                    "chunked_v8_t256_c32_l64_b4_i32", "chunked_v8_t256_c64_l64_y1_b3_i64",
                                    "chunked_v8_t512_c64_l32_y1_b4_i64", "chunked_v8_t256_c128_l64_h4_b3_i32"}));
+}
+
+// samu `chunked` at widths whose finalize takes 32 channels per block (ceil(W / 16) + 1 blocks would be more
+// than one wave of the SMs) and whose backward agg takes 512-channel columns (W = 2560: five; W = 2200 and
+// 3000: the last one partial), with the seed shape's selected forwards and two of the own forward.
+TEST(GatedGpuTest, SamuChunkedWideRowsAreLegal) {
+  VerifyOperator(Op::kSamu,
+                 Named({"chunked_v8_t512_c64_l64_y1_b4_i32", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t512_c32",
+                        "chunked_v8_t512_c128_l64_h4"}),
+                 {{1, 300, 2560}, {2, 130, 2200}, {1, 77, 3000}});
 }
 
 }  // namespace

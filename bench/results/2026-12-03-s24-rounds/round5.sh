@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Session 24 round 5 on the H200: the backward agg in 512-channel columns where that pads W less (W = 2560: 5
-# columns, not 1024 + 1024 + 512) and the chunked finalize at 2 blocks per SM (W = 2560's 161 blocks in one
-# wave), built into .bundle/alt_new; .bundle/alt_prev is the commit before. Each shape's selection (and the
+# Session 24 rounds 5 and 7 on the H200: the backward agg in 512-channel columns where that pads W less (W = 2560: 5
+# columns, not 1024 + 1024 + 512) and the chunked finalize in one wave (round 5: at 2 blocks per SM; round 7:
+# at 32 channels per block where 16 would be two waves), built into .bundle/alt_new; .bundle/alt_prev is the
+# commit before both (5f74d27). Each shape's selection (and the
 # other enumerated points of its backward), samu bf16 fwd_bwd, with each set of binaries in turn; then the
 # gated GPU suites named by TESTS_RE on the bundle's own build (alt_new's sources).
 #   device.run carry=[".bundle"] command="TESTS_RE=... bash bench/results/2026-12-03-s24-rounds/round5.sh prev new prev new"
