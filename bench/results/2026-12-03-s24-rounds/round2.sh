@@ -8,13 +8,4 @@
 export V_A="chunked_v8_t256_c32_l64_y1,chunked_v8_t256_c32_l64_y1_b4,chunked_v8_t256_c64_l64_y1_b5_i32,\
 chunked_v8_t256_c64_l64_y1_b4_i32,chunked_v8_t256_c128_l64_y1_b5_i32,chunked_v8_t256_c128_l64_y1_b4_i32"
 export V_B="chunked_v8_t512_c64_l64_y1_b5_i32,chunked_v8_t512_c64_l64_y1_b4_i32"
-out=${OUT:-/tmp/out}
-first=1
-for tag in "$@"; do
-  for b in server/scantuned worker/scantune-worker client/scantune; do gzip -dc .bundle/alt_$tag/$(basename $b).gz > .bundle/build/$b; done
-  if [ $first = 1 ] && [ -n "${TESTS_RE:-}" ]; then SKIP_TESTS=0; else SKIP_TESTS=1; fi
-  first=0
-  SKIP_TESTS=$SKIP_TESTS bash scripts/gpu_samu_round.sh $tag
-  [ -f $out/tests/gpu_tests.log ] && cp $out/tests/gpu_tests.log $out/gpu_tests_$tag.log
-  rm -rf $out/${tag}_a $out/${tag}_b $out/tests
-done
+bash scripts/gpu_samu_alts.sh "$@"

@@ -13,7 +13,7 @@ out=${OUT:-/tmp/out}
 n=0
 for tag in "$@"; do
   n=$((n + 1))
-  for b in server/scantuned worker/scantune-worker client/scantune; do gzip -dc .bundle/alt_$tag/$(basename $b).gz > .bundle/build/$b; done
+  ALT_ONLY=1 bash scripts/gpu_samu_alts.sh $tag
   SKIP_TESTS=1 bash scripts/gpu_samu_round.sh ${tag}$n > /dev/null 2>&1
   rm -rf $out/${tag}${n}_a $out/${tag}${n}_b $out/${tag}${n}_not_ok.txt
   echo "== ${tag}$n"; cat $out/${tag}${n}_records.txt
