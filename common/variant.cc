@@ -39,7 +39,8 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
               {'h', &Variant::save_every, true},
               {'y', &Variant::h_from_y, true},
               {'b', &Variant::fwd_blocks, true},
-              {'i', &Variant::fwd_items, true}};
+              {'i', &Variant::fwd_items, true},
+              {'p', &Variant::blocks_per_sm, true}};
     case Algorithm::kLookback:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},

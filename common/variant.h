@@ -39,6 +39,8 @@ struct Variant {
                       // lookback_v2_t256_s16_i16_o3, the backward chunked's)
   int tile = 0;       // kLookbackSmem, kLookbackPipe: timesteps per tile (staged in shared memory)
   int blocks_per_sm = 0;  // kLookbackPipe: persistent blocks per SM (at most; fewer where shared memory is short)
+                          // kChunked (samu) with _l and _b: n ("_p{n}"): the look-back forward as a persistent grid
+                          // of n blocks per SM, the next tile's x staged while it runs this one; 0: a block per tile
   int save_every = 0;     // kChunked (samu): 0 saves h at every token; n (2, 4) saves it at every n-th
                           // and the backward recomputes the rows between from x ("_h4")
   int h_from_y = 0;       // kChunked (samu) with _l: 1 ("_y1"): the forward stores y only, the backward takes

@@ -259,6 +259,15 @@ int64_t FwdSmem(const Variant& variant, Op op, DType dtype) {
   return b_smem ? (base + 15) / 16 * 16 + int64_t{TileOfLookback(v)} * StripOf(v) * 4 : base;
 }
 int64_t BwdSmem(const Variant& v, Op op, DType dtype) { return SmemBytes(v, dtype, IsSamu(op) ? 3 : 5); }
+// Blocks of the persistent look-back forward (`chunked` _p, two staged tiles) that one SM holds by threads and
+// shared memory: the dynamic bytes, its static bytes (s_ri, 8 bytes a token of the tile, and 1 KB more: ptxas
+// reports 2048 at tile 128 and 3072 at 256) and the 1 KB the driver reserves per block.
+int64_t PersistentFit(const Variant& forward, DType dtype, const DeviceLimits& device) {
+  constexpr int64_t kThreadsPerSm = 2048, kReservedPerBlock = 1024;
+  const int64_t shared = SmemBytes(forward, dtype, 2) + 8 * int64_t{TileOfLookback(forward)} + 1024;
+  return std::min<int64_t>(kThreadsPerSm / forward.threads,
+                           (int64_t{device.max_shared_per_block} + kReservedPerBlock) / (shared + kReservedPerBlock));
+}
 
 Status CheckGrid(int64_t blocks, int64_t limit, const char* what) {
   if (blocks > limit) {
@@ -385,6 +394,20 @@ class GatedPlannerImpl final : public OpPlanner {
       return InvalidArgument("_i" + std::to_string(v.fwd_items) + ": the look-back forward's tokens per thread are " +
                              std::to_string(2 * gated::kHybridItems) + " or " + std::to_string(4 * gated::kHybridItems) +
                              " (_i{n}, with _b{n}), or " + std::to_string(gated::kHybridItems) + " without _i");
+    }
+    if (v.blocks_per_sm != 0) {
+      // The persistent forward's deadlock bound: every block of its grid resident at once. Its registers are
+      // _b's launch bound (fwd_blocks per SM), its shared memory two staged tiles and the combine.
+      if (v.fwd_blocks == 0 || v.blocks_per_sm > v.fwd_blocks) {
+        return InvalidArgument("_p" + std::to_string(v.blocks_per_sm) +
+                               ": the persistent look-back forward runs at most _b{n}'s n blocks per SM, with _b");
+      }
+      if (PersistentFit(HybridForwardOf(v), problem.dtype, device) < v.blocks_per_sm) {
+        return ResourceExhausted("_p" + std::to_string(v.blocks_per_sm) + ": " +
+                                 std::to_string(v.blocks_per_sm) + " blocks of the persistent forward (" +
+                                 std::to_string(SmemBytes(HybridForwardOf(v), problem.dtype, 2)) +
+                                 " bytes of shared memory each) do not fit one SM");
+      }
     }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {
@@ -576,7 +599,11 @@ class GatedPlannerImpl final : public OpPlanner {
       // SAVE: 1 (the default) every h, n (_h{n}) every n-th, 0 (_y1) none but SamuGroupKeepsH's.
       const int save = v.h_from_y != 0 ? 0 : v.save_every;
       k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      if (v.fwd_blocks != 0) {  // _b{n}: b at 16 bits in place of x, n blocks per SM
+      if (v.fwd_blocks != 0 && v.blocks_per_sm != 0) {  // _p{n}: the persistent form
+        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
+                                              {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order,
+                                               v.save_every == 0 && v.h_from_y == 0 ? 1 : save, v.fwd_blocks, 1})});
+      } else if (v.fwd_blocks != 0) {  // _b{n}: b at 16 bits in place of x, n blocks per SM
         k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
                                               {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order,
                                                v.save_every == 0 && v.h_from_y == 0 ? 1 : save, v.fwd_blocks})});
@@ -681,9 +708,16 @@ class GatedPlannerImpl final : public OpPlanner {
         const Variant f = HybridForwardOf(v);
         const gated::Layout held = LayoutFor(f, problem);
         add(Role::kControl, "fwd", CeilDiv(s.batch * s.length, gated::kFixupTokensPerBlock), 1, gated::kFixupThreads, 0);
-        // _b{n}: the staging and the combine only (b in place of x).
-        add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads,
-            v.fwd_blocks != 0 ? SmemBytes(f, problem.dtype, 1) : FwdSmem(f, problem.op, problem.dtype), held.tiles);
+        if (v.blocks_per_sm != 0) {
+          // _p{n}: min(tiles, n x SMs) blocks, two staged tiles each.
+          const int64_t tiles = held.strips * s.batch * held.tiles;
+          add(Role::kFwdScan, "fwd", std::min<int64_t>(tiles, int64_t{v.blocks_per_sm} * device.sm_count), 1,
+              f.threads, SmemBytes(f, problem.dtype, 2));
+        } else {
+          // _b{n}: the staging and the combine only (b in place of x).
+          add(Role::kFwdScan, "fwd", held.strips, s.batch, f.threads,
+              v.fwd_blocks != 0 ? SmemBytes(f, problem.dtype, 1) : FwdSmem(f, problem.op, problem.dtype), held.tiles);
+        }
       } else if (HasFwd(problem.mode)) {
         add(Role::kFwdAgg, "fwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkFwdAgg, rows, elem));
         add(Role::kFwdCarry, "fwd", carry_x, s.batch, carry_threads, 0);

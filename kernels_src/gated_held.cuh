@@ -308,7 +308,7 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* s_in = reinterpret_cast<T*>(smem);
+  T* s_stage = reinterpret_cast<T*>(smem);  // PERSIST: two buffers of TILE x STRIP
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
@@ -451,7 +451,7 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
   static_assert(kSegs * STRIP * 4 <= SP::kStagedBytes, "the staging holds the parameter sums");
   extern __shared__ __align__(16) unsigned char smem[];
-  T* s_in = reinterpret_cast<T*>(smem);
+  T* s_stage = reinterpret_cast<T*>(smem);  // PERSIST: two buffers of TILE x STRIP
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
@@ -1057,14 +1057,22 @@ constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
 // rows are loaded before the staging wait; (a, b) stay in registers.
 // FUSED (the `fused` family): no control kernel before it; the strips of
 // the time tile meet for m_t once x is staged (SamuMeetForward).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1, int BLOCKS = 0>
+// PERSIST (`chunked` _p{n}, with _b): a persistent grid of min(tiles, n x SMs) blocks, each taking the tiles
+// blockIdx.x + k x gridDim.x in BlockTile's order (strips fastest, then batch, then tile), with the next
+// tile's x staged into a second buffer while it runs this one's passes, look-back and stores. A tile waits
+// only on tiles of smaller index, and every block of the grid is resident (the plan sizes it from the
+// register and shared-memory bounds), so the smallest unfinished tile always runs: no deadlock. Each block
+// arrives at the launch epoch once, after its last tile, and lets the dependent grid start after its last
+// tile's local pass.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1, int BLOCKS = 0,
+          bool PERSIST = false>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
-  using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 1>;
+  using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, PERSIST ? 2 : 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
   static_assert(SAVE <= 1 || (kSteps % SAVE == 0 && TILE % SAVE == 0), "saved rows at t = SAVE - 1 mod SAVE");
   static_assert(SAVE != 0 || VEC <= 8, "_y1: a thread's channels inside one 8-channel group");
   extern __shared__ __align__(16) unsigned char smem[];
-  T* s_in = reinterpret_cast<T*>(smem);
+  T* s_stage = reinterpret_cast<T*>(smem);  // PERSIST: two buffers of TILE x STRIP
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
@@ -1079,29 +1087,21 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // so x is complete; p.ctrl (the control's output) and the workspace are
   // touched only after the wait. (_o5 and `fused` have no control kernel.)
   constexpr bool kEarly = ORDER >= 2 && !FUSED && !kCluster;
-  const auto x = [&] {
-    if constexpr (FUSED) {
-      return BlockTile<STRIP, TILE, false>(p.length);
-    } else if constexpr (kEarly) {
-      return BlockTile<STRIP, TILE, false, int>(p.length);
-    } else {
-      return StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
-    }
-  }();
   const bool chunks = ChunkAligned<T>(p.x, p.width);
-  if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
-    const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
-    st.Stage(s_in, static_cast<const T*>(p.x), 0, p.width);
-  } else {
-    StageRows<T, THREADS, STRIP, TILE>(s_in, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base, 0,
-                                       chunks);
-  }
-  CpAsyncCommit();
-  if constexpr (kEarly) {  // StartTile's ORDER >= 2 path, after the staging
-    scan::GridDependencyWait();
-    if constexpr (kSteps < 32) scan::LaunchDependents();
-    if (threadIdx.x == 0) s_ticket[0] = scan::EpochTag(static_cast<const unsigned*>(p.workspace));
-  }
+  const auto stage = [&](const auto& x, T* dst) {
+    if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
+      const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
+      st.Stage(dst, static_cast<const T*>(p.x), 0, p.width);
+    } else {
+      StageRows<T, THREADS, STRIP, TILE>(dst, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base,
+                                         0, chunks);
+    }
+  };
+  __shared__ float2 s_ri[TILE];
+  __shared__ float s_rows[kCluster ? TILE : 1];
+  // One tile whose x is staged in s_in (PERSIST: with the next tile's staging committed after it); `last`:
+  // the block's last tile.
+  const auto run_tile = [&](const auto& x, T* s_in, bool last) {
   const int tid = threadIdx.x;
   const int lane = tid % kLanes;
   const int seg = tid / kLanes;
@@ -1127,8 +1127,6 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // samples, bench/NOTES.md, session 22). Not in _b's 16-step forwards: at 48 registers it
   // spilled 4-8 bytes there.
   constexpr bool kRiFirst = !kB16 || kSteps >= 32;
-  __shared__ float2 s_ri[TILE];
-  __shared__ float s_rows[kCluster ? TILE : 1];
   constexpr int kRiPerThread = (TILE + THREADS - 1) / THREADS;
   float2 ri_own[kRiPerThread];
   const auto store_ri = [&] {
@@ -1164,7 +1162,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusFor<T>(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
   LoadRow(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
-  CpAsyncWait<0>();
+  CpAsyncWait<PERSIST ? 1 : 0>();
   __syncthreads();
   if constexpr (FUSED) SamuMeetForward<T, THREADS, STRIP, TILE>(p, lay, x, s_in, s_ri);
   if constexpr (kCluster) SamuClusterForward<T, THREADS, STRIP, TILE>(p, x, s_in, s_rows, s_ri);
@@ -1233,9 +1231,14 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // chunk 128, after the look-back their forward 2 us (bench/NOTES.md,
   // session 15); the 16-token tiles keep the early trigger (a late one cost
   // their forward 1-2.5 us).
-  if constexpr (kEarly && kSteps >= 32) scan::LaunchDependents();
+  if constexpr (PERSIST) {
+    if (last) scan::LaunchDependents();
+  } else if constexpr (kEarly && kSteps >= 32) {
+    scan::LaunchDependents();
+  }
   float s[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER, decltype(x.tile), !PERSIST>(
+      A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows: every block may exit
   if (l.nvalid <= 0) return;
   float gamma[VEC];
@@ -1309,6 +1312,58 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   }
   });
   if (interior && x.base + row0 + kSteps == p.length && p.h_final != nullptr) StoreRow(p.h_final + x.b * p.width, s, l);
+  };
+  if constexpr (PERSIST) {
+    static_assert(kEarly && BLOCKS > 0, "_p: the _b forward after its control kernel (block-index order, epochs, PDL)");
+    const int strips = static_cast<int>(lay.strips), batch = static_cast<int>(p.batch);
+    const int total = strips * batch * static_cast<int>(lay.tiles);
+    const auto tile_of = [&](int n) {
+      TileIndexOf<int> t;
+      t.strip = n % strips;
+      t.b = n / strips % batch;
+      t.tile = n / strips / batch;
+      t.seq = t.b * strips + t.strip;
+      t.c_strip = t.strip * STRIP;
+      t.base = static_cast<long long>(t.tile) * TILE;
+      return t;
+    };
+    constexpr int kBuffer = TILE * STRIP;
+    int n = blockIdx.x;
+    stage(tile_of(n), s_stage);
+    CpAsyncCommit();
+    scan::GridDependencyWait();
+    if (threadIdx.x == 0) s_ticket[0] = scan::EpochTag(static_cast<const unsigned*>(p.workspace));
+    for (int k = 0; n < total; ++k, n += gridDim.x) {
+      const int next = n + gridDim.x;
+      if (next < total) stage(tile_of(next), s_stage + ((k + 1) & 1) * kBuffer);
+      CpAsyncCommit();  // an empty group after the last tile: the wait for this tile's stays wait_group 1
+      run_tile(tile_of(n), s_stage + (k & 1) * kBuffer, next >= total);
+      __syncthreads();  // this tile's buffer and s_ri are read: the next iteration may overwrite them
+    }
+    // Every look-back of the block is over (CombineAndLookBack's own arrival, once per block).
+    if (threadIdx.x == 0) {
+      unsigned* header = static_cast<unsigned*>(p.workspace);
+      scan::FinishEpoch(header, atomicAdd(header + 1, 1u), gridDim.x * gridDim.y * gridDim.z);
+    }
+  } else {
+    const auto x = [&] {
+      if constexpr (FUSED) {
+        return BlockTile<STRIP, TILE, false>(p.length);
+      } else if constexpr (kEarly) {
+        return BlockTile<STRIP, TILE, false, int>(p.length);
+      } else {
+        return StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
+      }
+    }();
+    stage(x, s_stage);
+    CpAsyncCommit();
+    if constexpr (kEarly) {  // StartTile's ORDER >= 2 path, after the staging
+      scan::GridDependencyWait();
+      if constexpr (kSteps < 32) scan::LaunchDependents();
+      if (threadIdx.x == 0) s_ticket[0] = scan::EpochTag(static_cast<const unsigned*>(p.workspace));
+    }
+    run_tile(x, s_stage, true);
+  }
 }
 
 // samu's backward at one element (the `lookback` / `fused` and `chunked`
@@ -1375,7 +1430,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   static_assert(!FUSED || (kSegs * STRIP >= TILE && 16 <= 2 * STRIP * int(sizeof(T))),
                 "fused: s_A holds the shares, the x / h staging the controller partials");
   extern __shared__ __align__(16) unsigned char smem[];
-  T* s_in = reinterpret_cast<T*>(smem);
+  T* s_stage = reinterpret_cast<T*>(smem);  // PERSIST: two buffers of TILE x STRIP
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
@@ -1764,10 +1819,10 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
   scan::LaunchDependents();
   gated::SamuControlFast<T>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int BLOCKS = 0>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int BLOCKS = 0, int PERSIST = 0>
 __global__ void __launch_bounds__(THREADS, BLOCKS > 0 ? BLOCKS : gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE))
     samu_fwd_held(const SamuParams p) {
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS>(p);
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS, PERSIST != 0>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)

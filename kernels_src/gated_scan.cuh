@@ -543,7 +543,10 @@ __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, 
 // arrives at the epoch counter and, if last, opens the next epoch (waiting
 // for the atomic there stalls one warp of an issue-bound block; holding its
 // result to the block's end instead spilled in the 64-register backward).
-template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long>
+// kArrive false (a persistent block, which looks back once per tile): the
+// caller arrives once, after its last tile.
+template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long,
+          bool kArrive = true>
 __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const float (&H)[VEC],
                                                    const float (&carry0)[VEC], const TileIndexOf<I>& x,
                                                    const Layout& lay,
@@ -678,7 +681,7 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
   }
   if constexpr (kWait >= 0) CpAsyncWait<kWait>();
   __syncthreads();
-  if constexpr (ORDER >= 2) {
+  if constexpr (ORDER >= 2 && kArrive) {
     // Every look-back of the block is over: it reads no slot again.
     if (threadIdx.x == 0) {
       unsigned* header = static_cast<unsigned*>(workspace);

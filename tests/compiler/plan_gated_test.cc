@@ -844,6 +844,31 @@ TEST(GatedPlan, ChunkedLongTileForward) {
   }
 }
 
+// _p{n} (with _b): the look-back forward as a persistent grid of min(tiles, n x SMs) blocks with two staged
+// tiles each; its other launches are _b's. Refused without _b, above _b's blocks per SM (its register bound)
+// and where n blocks' shared memory does not fit one SM.
+TEST(GatedPlan, ChunkedPersistentForward) {
+  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
+  EXPECT_EQ(RoundTrip("chunked_v8_t256_c32_l64_y1_b4_p4").blocks_per_sm, 4);
+  EXPECT_EQ(RoundTrip("chunked_v8_t512_c64_l64_y1_b4_i32_p3").blocks_per_sm, 3);
+  const Forwards f = ForwardsOfKnob("chunked_v8_t256_c32_l64_y1_b4_p4", "chunked_v8_t256_c32_l64_y1_b4", p);
+  EXPECT_EQ(f.point.name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 4, 1>");
+  EXPECT_EQ(f.twin.name_expression, "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 4>");
+  // 32 strips x 4 sequences x 16 tiles = 2048 tiles over 4 x 132 blocks.
+  EXPECT_EQ(f.twin.grid, (std::array<uint32_t, 3>{32, 4, 16}));
+  EXPECT_EQ(f.point.grid, (std::array<uint32_t, 3>{4 * 132, 1, 1}));
+  EXPECT_EQ(f.point.shared_bytes, f.twin.shared_bytes + 128u * 64 * 2);
+  // Fewer tiles than blocks: one block per tile.
+  const LaunchPlan small = PlanOf("chunked_v8_t256_c32_l64_y1_b4_p4", MakeProblem(Op::kSamu, {1, 300, 100}));
+  ASSERT_EQ(small.launches.size(), 6u);
+  EXPECT_EQ(small.launches[1].grid, (std::array<uint32_t, 3>{2 * 3, 1, 1}));
+  // 32 tokens per thread: 64 KB of staging, 3 blocks per SM fit and 4 do not.
+  EXPECT_TRUE(CanImplement(Parsed("chunked_v8_t512_c64_l64_y1_b4_i32_p3"), p, DeviceLimits{}).ok());
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t512_c64_l64_y1_b4_i32_p4"), p, DeviceLimits{}).code(),
+            StatusCode::kResourceExhausted);
+  ExpectRefused({"chunked_v8_t256_c32_l64_y1_p4", "chunked_v8_t256_c32_l64_y1_b4_p5"}, p);
+}
+
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
   const NvrtcCompiler compiler;
   std::vector<CompileRequest> requests;

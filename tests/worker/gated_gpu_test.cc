@@ -29,7 +29,9 @@ Problem MakeProblem(Op op, Shape shape, DType dtype, Mode mode, bool h0) {
 // variants: the operator's enumerated ones unless given. Each one given by
 // name must run (not only be pruned) on at least one of the problems.
 // shapes: the fwd_bwd shapes (each with and without h0) in place of the default list.
-void VerifyOperator(Op op, std::vector<Variant> variants = {}, std::vector<Shape> shapes = {}) {
+// plan_sm_count: VerifyEveryVariant's (0: the GPU's SMs).
+void VerifyOperator(Op op, std::vector<Variant> variants = {}, std::vector<Shape> shapes = {},
+                    int plan_sm_count = 0) {
   const bool named = !variants.empty();
   SCANTUNE_REQUIRE_GPU(gpu);
   const NvrtcCompiler compiler;
@@ -66,7 +68,7 @@ void VerifyOperator(Op op, std::vector<Variant> variants = {}, std::vector<Shape
     // (104 channels), meeting over tiles that end past L.
     problems.push_back(MakeProblem(op, {2, 520, 1000}, dtype, Mode::kFwdBwd, true));
     for (const Problem& problem : problems) {
-      testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()]);
+      testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()], plan_sm_count);
       if (::testing::Test::HasFatalFailure()) return;
       for (const Variant& v : variants) {
         if (CanImplement(v, problem, gpu->limits).ok()) ran.insert(v.Name());
@@ -135,13 +137,24 @@ TEST(GatedGpuTest, SamuLongTileForwardVariantsAreLegal) {
                                    "chunked_v8_t512_c64_l32_y1_b4_i64", "chunked_v8_t256_c128_l64_h4_b3_i32"}));
 }
 
+// samu `chunked` _p{n} (bf16, with _b): the look-back forward as a persistent grid of n blocks per SM, the next
+// tile's x staged while a block runs this one. Planned for 2 SMs, so that each block loops over many tiles (at
+// 2x1000x2050, strip 64: 33 strips x 8 tiles x 2 sequences over 8 or 6 blocks), partial strips and partial last
+// tiles among them; 16 and 32 tokens per thread, both strips, with _y1 and _h4.
+TEST(GatedGpuTest, SamuPersistentForwardVariantsAreLegal) {
+  VerifyOperator(Op::kSamu,
+                 Named({"chunked_v8_t256_c32_l64_y1_b4_p4", "chunked_v8_t512_c64_l64_y1_b4_i32_p3",
+                        "chunked_v8_t256_c128_l32_b5_p5", "chunked_v8_t256_c64_l64_h4_b4_p1"}),
+                 {}, /*plan_sm_count=*/2);
+}
+
 // samu `chunked` at widths whose finalize takes 32 channels per block (ceil(W / 16) + 1 blocks would be more
 // than one wave of the SMs) and whose backward agg takes 512-channel columns (W = 2560: five; W = 2200 and
 // 3000: the last one partial), with the seed shape's selected forwards and two of the own forward.
 TEST(GatedGpuTest, SamuChunkedWideRowsAreLegal) {
   VerifyOperator(Op::kSamu,
                  Named({"chunked_v8_t512_c64_l64_y1_b4_i32", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t512_c32",
-                        "chunked_v8_t512_c128_l64_h4"}),
+                        "chunked_v8_t512_c128_l64_h4", "chunked_v8_t512_c64_l64_y1_b4_i32_p3"}),
                  {{1, 300, 2560}, {2, 130, 2200}, {1, 77, 3000}});
 }
 

@@ -33,18 +33,21 @@ StatusOr<TestGpu*> GetTestGpu() {
 }
 
 void VerifyEveryVariant(TestGpu& gpu, const Problem& problem, const std::vector<Variant>& variants,
-                        const std::vector<StatusOr<CompileResult>>& compiled, VerifyCounts* counts) {
+                        const std::vector<StatusOr<CompileResult>>& compiled, VerifyCounts* counts,
+                        int plan_sm_count) {
   Verifier verifier(*gpu.ctx, problem, /*seed=*/1234, {});
+  DeviceLimits limits = gpu.limits;
+  if (plan_sm_count > 0) limits.sm_count = plan_sm_count;
   for (size_t i = 0; i < variants.size(); ++i) {
     const Variant& variant = variants[i];
     SCOPED_TRACE(variant.Name() + " on " + problem.Key());
-    if (!CanImplement(variant, problem, gpu.limits).ok()) {
+    if (!CanImplement(variant, problem, limits).ok()) {
       ++counts->pruned;
       continue;
     }
     ASSERT_TRUE(compiled[i].ok()) << compiled[i].status().ToString();
     ASSERT_EQ(compiled[i]->state, v1::OK) << compiled[i]->log;
-    auto candidate = MakeCandidate(variant, problem, gpu.limits, *compiled[i]);
+    auto candidate = MakeCandidate(variant, problem, limits, *compiled[i]);
     ASSERT_TRUE(candidate.ok()) << candidate.status().ToString();
     auto outcome = verifier.Verify(*candidate);
     ASSERT_TRUE(outcome.ok()) << outcome.status().ToString();

@@ -39,9 +39,12 @@ struct VerifyCounts {
 // with one Verifier (the job's inputs and reference made once), recording
 // gtest failures for a variant that is not OK, is over the dtype's tolerance
 // or reports a peak below its baseline. Stops at the first fatal problem
-// (a compile that failed, a lost context).
+// (a compile that failed, a lost context). plan_sm_count > 0: the plans take
+// that many SMs (persistent grids of fewer blocks, each looping over more
+// tiles); 0: the GPU's own.
 void VerifyEveryVariant(TestGpu& gpu, const Problem& problem, const std::vector<Variant>& variants,
-                        const std::vector<StatusOr<CompileResult>>& compiled, VerifyCounts* counts);
+                        const std::vector<StatusOr<CompileResult>>& compiled, VerifyCounts* counts,
+                        int plan_sm_count = 0);
 
 // One line per problem key: verified, pruned, failed.
 void PrintCounts(const std::map<std::string, VerifyCounts>& counts);
