@@ -308,7 +308,7 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
   extern __shared__ __align__(16) unsigned char smem[];
-  T* s_stage = reinterpret_cast<T*>(smem);  // PERSIST: two buffers of TILE x STRIP
+  T* s_in = reinterpret_cast<T*>(smem);
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
@@ -451,7 +451,7 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
   static_assert(kSegs * STRIP * 4 <= SP::kStagedBytes, "the staging holds the parameter sums");
   extern __shared__ __align__(16) unsigned char smem[];
-  T* s_stage = reinterpret_cast<T*>(smem);  // PERSIST: two buffers of TILE x STRIP
+  T* s_in = reinterpret_cast<T*>(smem);
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
@@ -1430,7 +1430,7 @@ __device__ __forceinline__ void SamuBackwardHeld(const SamuParams& p) {
   static_assert(!FUSED || (kSegs * STRIP >= TILE && 16 <= 2 * STRIP * int(sizeof(T))),
                 "fused: s_A holds the shares, the x / h staging the controller partials");
   extern __shared__ __align__(16) unsigned char smem[];
-  T* s_stage = reinterpret_cast<T*>(smem);  // PERSIST: two buffers of TILE x STRIP
+  T* s_in = reinterpret_cast<T*>(smem);
   float* s_A = reinterpret_cast<float*>(smem + SP::kCombineOffset);
   float* s_H = s_A + kSegs * STRIP;
   float* s_carry = s_H + kSegs * STRIP;
