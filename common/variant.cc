@@ -40,7 +40,8 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
               {'y', &Variant::h_from_y, true},
               {'b', &Variant::fwd_blocks, true},
               {'i', &Variant::fwd_items, true},
-              {'p', &Variant::blocks_per_sm, true}};
+              {'p', &Variant::blocks_per_sm, true},
+              {'a', &Variant::atomic_sums, true}};
     case Algorithm::kLookback:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},
@@ -186,7 +187,7 @@ size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
   for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm,
                    v.order, v.dim_block, v.state_split, v.segment, v.save_every, v.h_from_y,
-                   v.fwd_blocks, v.fwd_items}) {
+                   v.fwd_blocks, v.fwd_items, v.atomic_sums}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

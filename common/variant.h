@@ -58,6 +58,9 @@ struct Variant {
                         // kTimeScan: dim_block (channels per block), segments (warps along time per channel),
                         // items (timesteps per lane), state_split (warps per channel along states; 0: one,
                         // and no "_s" in the name)
+  int atomic_sums = 0;  // kChunked (samu): 1 ("_a1"): the backward rescan adds its parameter and controller
+                        // partials into the gradients by atomics (no finalize kernel; the order of the fp32
+                        // additions varies from run to run); 0: partials per block, summed in a fixed order
 
   std::string Name() const;
   static StatusOr<Variant> Parse(std::string_view name);

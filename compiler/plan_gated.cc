@@ -409,6 +409,12 @@ class GatedPlannerImpl final : public OpPlanner {
                                  " bytes of shared memory each) do not fit one SM");
       }
     }
+    if (v.atomic_sums != 0) {
+      if (v.atomic_sums != 1) return InvalidArgument("_a" + std::to_string(v.atomic_sums) + ": _a1 or nothing");
+      if (problem.mode == Mode::kFwd) {
+        return InvalidArgument("_a1 adds the backward's parameter sums by atomics: a fwd problem has none");
+      }
+    }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {
       return ResourceExhausted("a token row of W " + std::to_string(s.width) + " / vec " + std::to_string(v.vec) +
@@ -616,12 +622,17 @@ class GatedPlannerImpl final : public OpPlanner {
       }
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
-      k.push_back({Role::kBwdScan,
-                   v.save_every == 0 && v.h_from_y == 0
-                       ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})
-                       : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, save})});
-      k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip})});
-      k.push_back({Role::kFinalizeWide, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip, 32})});
+      const bool every_h = v.save_every == 0 && v.h_from_y == 0;
+      if (v.atomic_sums != 0) {  // _a1: the rescan adds into the gradients; no finalize
+        k.push_back({Role::kBwdScan,
+                     Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, every_h ? 1 : save, 1})});
+      } else {
+        k.push_back({Role::kBwdScan,
+                     every_h ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})
+                             : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, save})});
+        k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip})});
+        k.push_back({Role::kFinalizeWide, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip, 32})});
+      }
     } else if (IsChunked(v)) {
       k.push_back({Role::kFwdAgg, Instance("samu_fwd_chunk_agg", dtype, {v.threads, v.chunk})});
       k.push_back({Role::kFwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 0})});
@@ -630,11 +641,16 @@ class GatedPlannerImpl final : public OpPlanner {
                                        : Instance("samu_fwd_chunk_scan", dtype, {v.chunk, v.save_every})});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1})});
-      k.push_back({Role::kBwdScan,
-                   v.save_every == 0 ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk})
-                                     : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, 0, v.save_every})});
-      k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk})});
-      k.push_back({Role::kFinalizeWide, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, 0, 32})});
+      if (v.atomic_sums != 0) {
+        k.push_back({Role::kBwdScan, Instance("samu_bwd_chunk_scan", dtype,
+                                              {v.threads, v.chunk, 0, v.save_every == 0 ? 1 : v.save_every, 1})});
+      } else {
+        k.push_back({Role::kBwdScan, v.save_every == 0
+                                         ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk})
+                                         : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, 0, v.save_every})});
+        k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk})});
+        k.push_back({Role::kFinalizeWide, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, 0, 32})});
+      }
     } else if (v.algorithm == Algorithm::kSequential) {
       if (samu) k.push_back({Role::kControl, Instance("samu_fwd_control", dtype, {v.vec})});
       k.push_back({Role::kFwdScan, Instance(pre + "_fwd_sequential", dtype, {v.vec, v.threads, v.prefetch})});

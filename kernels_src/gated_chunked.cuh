@@ -16,6 +16,9 @@
 //       3 samu_bwd_chunk_scan  rows     dx with dm_t / W; parameter and controller
 //                                        partials per block
 //       4 samu_bwd_chunk_finalize       their sums (fixed order)
+//   _a1: the rescan adds its partials into the gradients by atomics (the
+//   agg zeroes them first) and there is no finalize: one kernel less, at
+//   the price of a run-to-run order of the fp32 additions.
 // The carry composes a chunk as h -> A h + H with A = exp(-8 softplus(lambda)
 // sum_t r_t): samu's decay is one scalar per token, so the chunk's product of
 // a is one exp of the chunk's sum of r and the carry pass moves one float per
@@ -471,6 +474,16 @@ __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
   // kernel before it, so it is read only after the wait.
   scan::GridDependencyWait();
   scan::LaunchDependents();
+  // The gradients an _a1 rescan adds into start at 0 (the finalize after
+  // the other rescans overwrites them): the first block, after the wait.
+  if (blockIdx.x == 0 && blockIdx.y == 0 && blockIdx.z == 0) {
+    float* const out[3] = {p.dlambda, p.dbeta, p.dgamma};
+    for (int n = 0; n < 3; ++n) {
+      if (out[n] == nullptr) continue;
+      for (long long c = threadIdx.x; c < p.width; c += blockDim.x) out[n][c] = 0.0f;
+    }
+    if (p.dcontroller != nullptr && threadIdx.x < 4) p.dcontroller[threadIdx.x] = 0.0f;
+  }
   if (cb.l.nvalid > 0) {
 #pragma unroll
     for (int k = 0; k < D - 1; ++k) issue(k);
@@ -593,7 +606,7 @@ __device__ __forceinline__ float SamuBackStepLog2(float k, float z, float hprev,
 // from the x its next step staged (h_{t} = a_t h_{t-1} + s_t i_t beta x_t,
 // the forward's gate), into the h slots the steps read. The sequence's
 // first group starts from h0.
-template <typename T, int THREADS, int CHUNK, int FWD_STRIP, int SAVE>
+template <typename T, int THREADS, int CHUNK, int FWD_STRIP, int SAVE, bool ATOMIC>
 __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   constexpr int VEC = kChunkVec;
   using Ring = PackRing<T, kChunkBwdScan>;
@@ -933,13 +946,25 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     YUnits(acc[1], p, l, false);  // dbeta: times gamma
     YUnits(acc[2], p, l, true);   // dgamma: sum of dy y, over gamma
   }
+  if constexpr (ATOMIC) {  // _a1: straight into the gradients (zeroed by the agg; no finalize)
+    float* const out[3] = {p.dlambda, p.dbeta, p.dgamma};
 #pragma unroll
-  for (int n = 0; n < 3; ++n) StoreRow(param + (sp_.part * kSamuParams + n) * p.width, acc[n], l);
+    for (int n = 0; n < 3; ++n) AddRow(out[n], acc[n], l);
+  } else {
+#pragma unroll
+    for (int n = 0; n < 3; ++n) StoreRow(param + (sp_.part * kSamuParams + n) * p.width, acc[n], l);
+  }
   if (warp == 0) {
 #pragma unroll
     for (int n = 0; n < 4; ++n) {
       const float total = RowSum<32>(contrib[n]);
-      if (lane == 0) ChunkWs(p, lay.ctrl_offset)[sp_.part * 4 + n] = total;
+      if (lane == 0) {
+        if constexpr (ATOMIC) {
+          if (p.dcontroller != nullptr) atomicAdd(p.dcontroller + n, total);
+        } else {
+          ChunkWs(p, lay.ctrl_offset)[sp_.part * 4 + n] = total;
+        }
+      }
     }
   }
 }
@@ -985,9 +1010,9 @@ template <typename T, int CHUNK, int FWD_STRIP = 0>
 __global__ void __launch_bounds__(gated::kChunkBwdAggThreads, 1) samu_bwd_chunk_agg(const SamuParams p) {
   gated::SamuChunkBackwardAgg<T, CHUNK, FWD_STRIP>(p);
 }
-template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0, int SAVE = 1>
+template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0, int SAVE = 1, int ATOMIC = 0>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
-  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE>(p);
+  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE, ATOMIC != 0>(p);
 }
 template <typename T, int CHUNK, int FWD_STRIP = 0, int CH = gated::kChunkFinalizeChannels>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_chunk_finalize(const SamuParams p) {

@@ -152,6 +152,34 @@ __device__ __forceinline__ void StoreRow(float* row, const float (&v)[VEC], cons
   }
 }
 
+// StoreRow's counterpart for sums that several blocks add into one row (the
+// `chunked` _a1 rescan's parameter gradients): red.global.add.v4.f32 (sm_90)
+// where the four floats are inside the row and 16-byte aligned, else one
+// atomicAdd per channel. The order of the blocks' additions varies from run
+// to run (fp32 sums: ~1e-7 relative).
+template <int VEC>
+__device__ __forceinline__ void AddRow(float* row, const float (&v)[VEC], const Lanes& l) {
+  if (row == nullptr) return;
+  float* p = row + l.c0;
+#if __CUDA_ARCH__ >= 900
+  if constexpr (VEC % 4 == 0) {
+    if (VectorAccess<VEC, true>(p, l)) {
+#pragma unroll
+      for (int q = 0; q < VEC / 4; ++q) {
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p + 4 * q), "f"(v[4 * q]),
+                     "f"(v[4 * q + 1]), "f"(v[4 * q + 2]), "f"(v[4 * q + 3])
+                     : "memory");
+      }
+      return;
+    }
+  }
+#endif
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) {
+    if (j < l.nvalid) atomicAdd(p + j, v[j]);
+  }
+}
+
 
 constexpr unsigned kFlagAggregate = 1;
 constexpr unsigned kFlagInclusive = 2;

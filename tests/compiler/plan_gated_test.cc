@@ -655,8 +655,16 @@ TEST(GatedNvrtc, NamedPointsCompileWithoutSpills) {
       requests.push_back(r);
     }
   }
+  for (DType dtype : {DType::kF32, DType::kF16}) {  // _a1 (atomic parameter sums) at the dtypes of no _y1
+    CompileRequest r;
+    r.variant = Parsed("chunked_v8_t256_c32_a1");
+    r.op = Op::kSamu;
+    r.dtype = dtype;
+    requests.push_back(r);
+  }
   // _y1 is bf16's (CanImplement).
-  for (const char* name : {"chunked_v8_t256_c32_l64_y1", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t256_c128_l32_y1"}) {
+  for (const char* name : {"chunked_v8_t256_c32_l64_y1", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t256_c128_l32_y1",
+                           "chunked_v8_t256_c32_l64_y1_b4_i32_a1", "chunked_v8_t512_c64_l64_y1_b4_i32_a1"}) {
     CompileRequest r;
     r.variant = Parsed(name);
     r.op = Op::kSamu;
@@ -867,6 +875,47 @@ TEST(GatedPlan, ChunkedPersistentForward) {
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t512_c64_l64_y1_b4_i32_p4"), p, DeviceLimits{}).code(),
             StatusCode::kResourceExhausted);
   ExpectRefused({"chunked_v8_t256_c32_l64_y1_p4", "chunked_v8_t256_c32_l64_y1_b4_p5"}, p);
+}
+
+// `chunked` _a1: the rescan adds its partials into the gradients (ATOMIC, its last template argument) and
+// there is no finalize; every other launch is its twin's. Refused for fwd problems (no backward) and as _a2.
+TEST(GatedPlan, ChunkedAtomicSumsHaveNoFinalize) {
+  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
+  EXPECT_EQ(RoundTrip("chunked_v8_t256_c32_l64_y1_b4_i32_a1").atomic_sums, 1);
+  EXPECT_EQ(RoundTrip("chunked_v8_t256_c32_a1").atomic_sums, 1);
+  const struct {
+    const char* point;
+    const char* twin;
+    const char* rescan;
+  } cases[] = {
+      {"chunked_v8_t256_c32_l64_y1_b4_i32_a1", "chunked_v8_t256_c32_l64_y1_b4_i32",
+       "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 0, 1>"},
+      {"chunked_v8_t256_c32_l64_a1", "chunked_v8_t256_c32_l64", "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 1, 1>"},
+      {"chunked_v8_t256_c32_a1", "chunked_v8_t256_c32", "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 0, 1, 1>"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.point);
+    const LaunchPlan point = PlanOf(c.point, p), twin = PlanOf(c.twin, p);
+    ASSERT_EQ(point.launches.size() + 1, twin.launches.size());
+    EXPECT_NE(twin.launches.back().name_expression.find("samu_bwd_chunk_finalize"), std::string::npos);
+    for (size_t i = 0; i < point.launches.size(); ++i) {
+      const Launch &a = point.launches[i], &b = twin.launches[i];
+      EXPECT_EQ(a.grid, b.grid) << i;
+      EXPECT_EQ(a.block, b.block) << i;
+      EXPECT_EQ(a.shared_bytes, b.shared_bytes) << i;
+      if (b.name_expression.find("samu_bwd_chunk_scan") != std::string::npos) {
+        EXPECT_EQ(a.name_expression, c.rescan);
+      } else {
+        EXPECT_EQ(a.name_expression, b.name_expression) << i;
+      }
+    }
+  }
+  ExpectRefused({"chunked_v8_t256_c32_l64_y1_b4_i32_a2"}, p);
+  Problem fwd = p;
+  fwd.mode = Mode::kFwd;
+  ExpectRefused({"chunked_v8_t256_c32_l64_b4_i32_a1", "chunked_v8_t256_c32_a1"}, fwd);
+  EXPECT_TRUE(CanImplement(Parsed("chunked_v8_t256_c32_a1"), MakeProblem(Op::kSamu, {4, 2048, 2048}, DType::kBF16, Mode::kBwd),
+                           DeviceLimits{}).ok());
 }
 
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {

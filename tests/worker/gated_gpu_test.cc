@@ -150,12 +150,23 @@ TEST(GatedGpuTest, SamuPersistentForwardVariantsAreLegal) {
 
 // samu `chunked` at widths whose finalize takes 32 channels per block (ceil(W / 16) + 1 blocks would be more
 // than one wave of the SMs) and whose backward agg takes 512-channel columns (W = 2560: five; W = 2200 and
-// 3000: the last one partial), with the seed shape's selected forwards and two of the own forward.
+// 3000: the last one partial), with the seed shape's selected forwards and two of the own forward (and _a1,
+// whose rescan adds into the gradients instead).
 TEST(GatedGpuTest, SamuChunkedWideRowsAreLegal) {
   VerifyOperator(Op::kSamu,
                  Named({"chunked_v8_t512_c64_l64_y1_b4_i32", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t512_c32",
-                        "chunked_v8_t512_c128_l64_h4", "chunked_v8_t512_c64_l64_y1_b4_i32_p3"}),
+                        "chunked_v8_t512_c128_l64_h4", "chunked_v8_t512_c64_l64_y1_b4_i32_p3",
+                        "chunked_v8_t512_c64_l64_y1_b4_i32_a1"}),
                  {{1, 300, 2560}, {2, 130, 2200}, {1, 77, 3000}});
+}
+
+// samu `chunked` _a1: the rescan adds its parameter and controller partials into the gradients by atomics (the
+// agg zeroes them), no finalize. Every dtype and problem of the default list (bwd alone, h0, L = 8192's 256
+// parts into one row), the own forward and _l's, with _y1, _h4 and the seed shapes' selected forwards.
+TEST(GatedGpuTest, SamuAtomicParameterSumsAreLegal) {
+  VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c32_a1", "chunked_v8_t256_c32_l64_y1_b4_i32_a1",
+                                   "chunked_v8_t512_c64_l64_y1_b4_i32_a1", "chunked_v8_t256_c64_l64_y1_b5_i32_a1",
+                                   "chunked_v8_t256_c64_l32_h4_a1"}));
 }
 
 }  // namespace
