@@ -149,6 +149,10 @@ constexpr HybridKnobs kHybridLongTile[] = {{256, 128, 64}, {256, 64, 64}, {512, 
 // tiles of 512 tokens were slower at every seed shape (in fwd_bwd: _i64's early trigger lets the backward's
 // first blocks take slots while the forward runs).
 constexpr HybridKnobs kHybridLongTile4[] = {{256, 32, 64}, {512, 64, 64}};
+// These _i32 points are enumerated with _a1 (the rescan adds its parameter partials into the gradients by
+// atomics, no finalize): fwd_bwd -1 to -3.5 us at three seed shapes against the same points without it, level
+// at 4x2048x2048 (bench/NOTES.md session 26). Without _a1 (fixed-order sums, the same bits every run) they
+// run by name.
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -317,12 +321,12 @@ class GatedPlannerImpl final : public OpPlanner {
       for (const HybridKnobs& k : kHybridLongTile) {
         variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
                             .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = kHybridB16Blocks,
-                            .fwd_items = 2 * gated::kHybridItems});
+                            .fwd_items = 2 * gated::kHybridItems, .atomic_sums = 1});
       }
       for (const HybridKnobs& k : kHybridLongTile4) {
         variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
                             .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = 4,
-                            .fwd_items = 2 * gated::kHybridItems});
+                            .fwd_items = 2 * gated::kHybridItems, .atomic_sums = 1});
       }
     }
     return variants;
