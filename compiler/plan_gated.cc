@@ -594,8 +594,10 @@ class GatedPlannerImpl final : public OpPlanner {
   // names in this order and MakePlan launches them by role.
   // kFinalizeWide: `chunked`'s finalize at 32 channels per block, launched in place of kFinalize's 16 where
   // ceil(W / 16) + 1 blocks of 1024 threads would not be one wave (one per SM).
-  enum class Role { kControl, kFwdAgg, kFwdCarry, kFwdScan, kBwdAgg, kBwdCarry, kBwdScan, kFixup, kFinalize,
-                    kFinalizeWide };
+  // kBwdCarryLong: `chunked`'s backward carry in batches of 16 chunks, launched in place of kBwdCarry's 4 where a
+  // slice's run is longer than 4 chunks (L = 32768 at the seed shapes' chunks).
+  enum class Role { kControl, kFwdAgg, kFwdCarry, kFwdScan, kBwdAgg, kBwdCarry, kBwdCarryLong, kBwdScan, kFixup,
+                    kFinalize, kFinalizeWide };
   struct Kernel {
     Role role;
     std::string name;
@@ -626,6 +628,7 @@ class GatedPlannerImpl final : public OpPlanner {
       }
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
+      k.push_back({Role::kBwdCarryLong, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip, 16})});
       const bool every_h = v.save_every == 0 && v.h_from_y == 0;
       if (v.atomic_sums != 0) {  // _a1: the rescan adds into the gradients; no finalize
         k.push_back({Role::kBwdScan,
@@ -645,6 +648,7 @@ class GatedPlannerImpl final : public OpPlanner {
                                        : Instance("samu_fwd_chunk_scan", dtype, {v.chunk, v.save_every})});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1})});
+      k.push_back({Role::kBwdCarryLong, Instance("samu_chunk_carry", dtype, {v.chunk, 1, 0, 16})});
       if (v.atomic_sums != 0) {
         k.push_back({Role::kBwdScan, Instance("samu_bwd_chunk_scan", dtype,
                                               {v.threads, v.chunk, 0, v.save_every == 0 ? 1 : v.save_every, 1})});
@@ -748,7 +752,8 @@ class GatedPlannerImpl final : public OpPlanner {
         const int agg_threads = static_cast<int>(2 * agg_cols);
         add(Role::kBwdAgg, "bwd", CeilDiv(s.width, agg_cols * v.vec), lay.chunks, agg_threads,
             ChunkedSmem(gated::kChunkBwdAgg, agg_threads, elem), s.batch);
-        add(Role::kBwdCarry, "bwd", carry_x, s.batch, carry_threads, 0);
+        const int64_t run = CeilDiv(lay.chunks, gated::CarrySlices(lay.chunks));  // chunks per slice
+        add(run > 4 ? Role::kBwdCarryLong : Role::kBwdCarry, "bwd", carry_x, s.batch, carry_threads, 0);
         add(Role::kBwdScan, "bwd", lay.chunks, s.batch, rows, ChunkedSmem(gated::kChunkBwdScan, rows, elem));
         const int64_t narrow_blocks = CeilDiv(s.width, gated::kChunkFinalizeChannels) + 1;
         if (narrow_blocks <= device.sm_count) {

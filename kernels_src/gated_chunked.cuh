@@ -345,8 +345,17 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
 // A slice composes its run, one thread per channel scans the slices, then
 // each slice rescans its run and writes every chunk's entering state.
 // Forward: from h0, then h_final; backward: from 0, then dh0.
-template <typename T, int CHUNK, bool kReverse, int FWD_STRIP>
+// BATCH: the chunks a slice loads at once. 4 holds the run's first batch for
+// the second walk (at the seed shapes but L = 32768 a run is one batch: the
+// carry is one round trip of loads, then the stores). 16 (the plan's where a
+// run is longer than 4: L = 32768 at chunk 64 is 512 chunks over 32 slices)
+// loads each batch again for the second walk: one round trip per walk there,
+// where batches of 4 took four in the first walk and three in the second
+// (5.5 us inside fwd_bwd at 1x32768x1024, bench/NOTES.md session 24).
+// Holding 16 through the barrier spilled at 1024 threads' 64 registers.
+template <typename T, int CHUNK, bool kReverse, int FWD_STRIP, int BATCH>
 __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
+  static_assert(BATCH == 4 || BATCH == 16, "batches of 4 (the first one held) or 16 (each loaded twice)");
   __shared__ float s_a[kCarrySlices][32], s_h[kCarrySlices][32];
   const ChunkedLayout lay = MakeChunkedLayout(p.batch, p.length, p.width, CHUNK, FWD_STRIP);
   const int lane = threadIdx.x % 32, slice = threadIdx.x / 32, slices = blockDim.x / 32;
@@ -363,34 +372,47 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
   const float* __restrict__ agg = ChunkWs(p, lay.agg_offset) + b * n * p.width + c;
   float* start = ChunkWs(p, lay.start_offset) + b * n * p.width + c;
   // The run in batches of kRun chunks: all loads first, then the chain (a
-  // chunk past the run composes as A = 1, H = 0).
-  constexpr int kRun = 4;
+  // chunk past the run composes as A = 1, H = 0). A batch's chunks by 32-bit
+  // offsets from its first one (16 x W fits: W <= 2^16).
+  // fp32 keeps batches of 4 in both instances: its exp (ExpDecay) spilled 32-48 bytes at 8 and 16.
+  constexpr int kRun = sizeof(T) == 2 ? BATCH : 4;
+  constexpr bool kHold = kRun == 4;
+  const int wstep = kReverse ? -static_cast<int>(p.width) : static_cast<int>(p.width);
   auto batch = [&](long long q, float (&r)[kRun], float (&v)[kRun]) {
+    const long long k0 = kReverse ? n - 1 - q : q;
+    const float* rq = sum_r + k0;
+    const float* vq = agg + k0 * p.width;
+    const int left = static_cast<int>(q1 - q);
 #pragma unroll
     for (int i = 0; i < kRun; ++i) {
-      const long long k = kReverse ? n - 1 - (q + i) : q + i;
-      const bool in = live && q + i < q1;
-      r[i] = in ? sum_r[k] : 0.0f;
-      v[i] = in ? agg[k * p.width] : 0.0f;
+      const bool in = live && i < left;
+      r[i] = in ? rq[kReverse ? -i : i] : 0.0f;
+      v[i] = in ? vq[i * wstep] : 0.0f;
     }
   };
-  // The run's first batch stays in registers for the second walk below (at the seed shapes a run is
-  // 1-2 batches: its reload was one more round trip between the agg and the rescan).
+  // kHold: the run's first batch stays in registers for the second walk below (its reload was one more
+  // round trip between the agg and the rescan, session 22).
   float r0[kRun], v0[kRun];
-  batch(q0, r0, v0);
   float rs = 0.0f, hh = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kRun; ++i) {
-    hh = fmaf(ExpDecay<T>(sp * r0[i]), hh, v0[i]);
-    rs += r0[i];
-  }
-  for (long long q = q0 + kRun; q < q1; q += kRun) {
-    float r[kRun], v[kRun];
-    batch(q, r, v);
+  auto compose = [&](const float (&r)[kRun], const float (&v)[kRun]) {
 #pragma unroll
     for (int i = 0; i < kRun; ++i) {
       hh = fmaf(ExpDecay<T>(sp * r[i]), hh, v[i]);
       rs += r[i];
+    }
+  };
+  if constexpr (kHold) {
+    batch(q0, r0, v0);
+    compose(r0, v0);
+    for (long long q = q0 + kRun; q < q1; q += kRun) {
+      float r[kRun], v[kRun];
+      batch(q, r, v);
+      compose(r, v);
+    }
+  } else {
+    for (long long q = q0; q < q1; q += kRun) {
+      batch(q, r0, v0);
+      compose(r0, v0);
     }
   }
   s_a[slice][lane] = ExpDecay<T>(sp * rs);  // the run's A
@@ -398,8 +420,9 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
   __syncthreads();
   if (slice == 0) {
     float carry = (!kReverse && live && p.h0 != nullptr) ? p.h0[b * p.width + c] : 0.0f;
-    // Unrolled to kCarrySlices (the loads in flight together, then the chain).
-#pragma unroll
+    // Unrolled to kCarrySlices (the loads in flight together, then the chain); by 8 beside batches of 16
+    // (all 32 at once spilled there).
+#pragma unroll(kHold ? kCarrySlices : 8)
     for (int k = 0; k < kCarrySlices; ++k) {
       const float entering = carry;
       if (k < slices) {
@@ -414,12 +437,15 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
   if (!live) return;
   float carry = s_a[slice][lane];
   auto walk = [&](long long q, const float (&r)[kRun], const float (&v)[kRun]) {
+    float* sq = start + (kReverse ? n - 1 - q : q) * p.width;
+    const int left = static_cast<int>(q1 - q);
 #pragma unroll
     for (int i = 0; i < kRun; ++i) {
-      if (q + i < q1) start[(kReverse ? n - 1 - (q + i) : q + i) * p.width] = carry;
+      if (i < left) sq[i * wstep] = carry;
       carry = fmaf(ExpDecay<T>(sp * r[i]), carry, v[i]);
     }
   };
+  if constexpr (!kHold) batch(q0, r0, v0);
   walk(q0, r0, v0);
   for (long long q = q0 + kRun; q < q1; q += kRun) {
     float r[kRun], v[kRun];
@@ -998,9 +1024,9 @@ template <typename T, int THREADS, int CHUNK>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_fwd_chunk_agg(const SamuParams p) {
   gated::SamuChunkForwardAgg<T, THREADS, CHUNK>(p);
 }
-template <typename T, int CHUNK, int REVERSE, int FWD_STRIP = 0>
+template <typename T, int CHUNK, int REVERSE, int FWD_STRIP = 0, int BATCH = 4>
 __global__ void __launch_bounds__(gated::kCarrySlices * 32) samu_chunk_carry(const SamuParams p) {
-  gated::SamuChunkCarry<T, CHUNK, REVERSE != 0, FWD_STRIP>(p);
+  gated::SamuChunkCarry<T, CHUNK, REVERSE != 0, FWD_STRIP, BATCH>(p);
 }
 template <typename T, int CHUNK, int SAVE = 1>
 __global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_fwd_chunk_scan(const SamuParams p) {

@@ -499,10 +499,12 @@ TEST(GatedPlan, ChunkedGeometry) {
   StatusOr<LaunchPlan> plan = MakePlan(Parsed("chunked_v8_t512_c64"), p, h200);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   const std::vector<std::string> names = NameExpressions(Parsed("chunked_v8_t512_c64"), Op::kSamu, DType::kBF16);
-  // Two finalize instances (16 and 32 channels per block) in the module; the plan launches one.
-  ASSERT_EQ(names.size(), 8u);
-  EXPECT_EQ(names[6], "samu_bwd_chunk_finalize<__nv_bfloat16, 64>");
-  EXPECT_EQ(names[7], "samu_bwd_chunk_finalize<__nv_bfloat16, 64, 0, 32>");
+  // Two backward carry instances (batches of 4 and 16 chunks) and two finalize instances (16 and 32 channels
+  // per block) in the module; the plan launches one of each.
+  ASSERT_EQ(names.size(), 9u);
+  EXPECT_EQ(names[5], "samu_chunk_carry<__nv_bfloat16, 64, 1, 0, 16>");
+  EXPECT_EQ(names[7], "samu_bwd_chunk_finalize<__nv_bfloat16, 64>");
+  EXPECT_EQ(names[8], "samu_bwd_chunk_finalize<__nv_bfloat16, 64, 0, 32>");
   ASSERT_EQ(plan->launches.size(), 7u);
   const int64_t chunks = 8192 / 64;
   struct Want {
@@ -525,7 +527,7 @@ TEST(GatedPlan, ChunkedGeometry) {
     const Launch& l = plan->launches[i];
     SCOPED_TRACE(l.name_expression);
     EXPECT_EQ(l.name_expression, want[i].kernel);
-    EXPECT_EQ(names[i == 6 ? 7 : i], want[i].kernel);
+    EXPECT_EQ(names[i == 6 ? 8 : i == 5 ? 6 : i], want[i].kernel);
     EXPECT_EQ(l.phase, want[i].phase);
     EXPECT_EQ(l.grid, (std::array<uint32_t, 3>{want[i].gx, want[i].gy, want[i].gz}));
     EXPECT_EQ(l.block[0], want[i].threads);
@@ -546,6 +548,13 @@ TEST(GatedPlan, ChunkedGeometry) {
     EXPECT_EQ(other->launches[6].name_expression, "samu_bwd_chunk_finalize<__nv_bfloat16, 64>");
     EXPECT_EQ(other->launches[6].grid[0], (shape.width + 15) / 16 + 1) << FormatShape(shape);
   }
+  // The backward carry in batches of 16 where a slice's run is longer than 4 chunks: L = 32768 at chunk 64 is
+  // 512 chunks over 32 slices (1x8192x2560's 128 chunks are runs of 4).
+  StatusOr<LaunchPlan> long_runs =
+      MakePlan(Parsed("chunked_v8_t256_c64_l64_y1_b5_i32_a1"), MakeProblem(Op::kSamu, {1, 32768, 1024}), h200);
+  ASSERT_TRUE(long_runs.ok()) << long_runs.status().ToString();
+  EXPECT_EQ(long_runs->launches[3].name_expression, "samu_chunk_carry<__nv_bfloat16, 64, 1, 64, 16>");
+  EXPECT_EQ(long_runs->launches[3].block[0], 32u * 32);
   EXPECT_EQ(plan->launches[5].shared_bytes, 2u * 3 * 4 * 320 * 16);
   EXPECT_EQ(plan->launches[1].shared_bytes, 0u);
   const gated::ChunkedLayout lay = gated::MakeChunkedLayout(1, 8192, 2560, 64);
