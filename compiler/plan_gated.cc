@@ -28,7 +28,9 @@
 //       recomputes the rows between from the x it stages anyway: 2 (n - 1) / n
 //       fewer bytes per element, ~8 more instructions per element in the rescan.)
 //       _y1 (bf16 fwd_bwd): the forward stores y and not h, the backward takes
-//       h = y / gamma. _b{n} (bf16): the forward keeps b at 16 bits in place of
+//       h = y / gamma (enumerated with _l; without it, chunked's own forward
+//       stores y only, by name: its forward is 6-17 us slower than _l's at
+//       every seed shape, bench/NOTES.md session 27). _b{n} (bf16): the forward keeps b at 16 bits in place of
 //       its staged x (no fp32 region) and is compiled for n blocks per SM.
 // (v1's `lookbacksmem` family, the tile staged with an fp32 (a, b) region,
 // was dropped in session 4: 1.5-3x slower than `lookback` at every seed
@@ -368,9 +370,8 @@ class GatedPlannerImpl final : public OpPlanner {
     }
     if (v.h_from_y != 0) {
       if (v.h_from_y != 1) return InvalidArgument("_y" + std::to_string(v.h_from_y) + ": _y1 or nothing");
-      if (v.strip == 0 || v.save_every != 0) {
-        return InvalidArgument("_y1 (the backward takes h = y / gamma) needs the look-back forward _l{strip} and "
-                               "every token's y, so no _h{n}");
+      if (v.save_every != 0) {
+        return InvalidArgument("_y1 (the backward takes h = y / gamma) needs every token's y, so no _h{n}");
       }
       if (problem.mode != Mode::kFwdBwd) {
         return InvalidArgument(
@@ -643,19 +644,20 @@ class GatedPlannerImpl final : public OpPlanner {
     } else if (IsChunked(v)) {
       k.push_back({Role::kFwdAgg, Instance("samu_fwd_chunk_agg", dtype, {v.threads, v.chunk})});
       k.push_back({Role::kFwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 0})});
-      k.push_back({Role::kFwdScan, v.save_every == 0
-                                       ? Instance("samu_fwd_chunk_scan", dtype, {v.chunk})
-                                       : Instance("samu_fwd_chunk_scan", dtype, {v.chunk, v.save_every})});
+      // SAVE as the hybrid's: 1 (the default), n (_h{n}) or 0 (_y1).
+      const int save = v.h_from_y != 0 ? 0 : v.save_every;
+      const bool every_h = v.save_every == 0 && v.h_from_y == 0;
+      k.push_back({Role::kFwdScan, every_h ? Instance("samu_fwd_chunk_scan", dtype, {v.chunk})
+                                           : Instance("samu_fwd_chunk_scan", dtype, {v.chunk, save})});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1})});
       k.push_back({Role::kBwdCarryLong, Instance("samu_chunk_carry", dtype, {v.chunk, 1, 0, 16})});
       if (v.atomic_sums != 0) {
-        k.push_back({Role::kBwdScan, Instance("samu_bwd_chunk_scan", dtype,
-                                              {v.threads, v.chunk, 0, v.save_every == 0 ? 1 : v.save_every, 1})});
+        k.push_back({Role::kBwdScan,
+                     Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, 0, every_h ? 1 : save, 1})});
       } else {
-        k.push_back({Role::kBwdScan, v.save_every == 0
-                                         ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk})
-                                         : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, 0, v.save_every})});
+        k.push_back({Role::kBwdScan, every_h ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk})
+                                             : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, 0, save})});
         k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk})});
         k.push_back({Role::kFinalizeWide, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, 0, 32})});
       }

@@ -289,7 +289,10 @@ template <typename T, int CHUNK, int SAVE>
 __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   using Block = ColumnsBlock<T, kChunkFwdScan, CHUNK>;
   constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
-  static_assert(P % SAVE == 0 && CHUNK % SAVE == 0, "saved rows at t = SAVE - 1 mod SAVE");
+  // SAVE: 1 every h, n (_h{n}) every n-th token's, 0 (_y1) only the groups'
+  // whose h the backward cannot take from y (SamuGroupKeepsH).
+  constexpr int kSaveStride = SAVE > 0 ? SAVE : 1;
+  static_assert(SAVE == 0 || (P % SAVE == 0 && CHUNK % SAVE == 0), "saved rows at t = SAVE - 1 mod SAVE");
   __shared__ float2 s_ri[CHUNK];
   // Chunks in the reverse order of the local pass's: the x it read last is read first, from L2.
   const Block cb(p, /*reversed=*/true, /*backward=*/false, static_cast<int>(blockDim.x));
@@ -312,6 +315,7 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   scan::LaunchDependents();
   StageControl(s_ri, p, cb.span.b, cb.span.t0, cb.span.t1);
   if (cb.l.nvalid <= 0) return;
+  const bool keep_h = SAVE != 0 || SamuGroupKeepsH(p, cb.l.c0 / VEC);
   float h[VEC];
   LoadRow(h, ChunkWs(p, cb.lay.start_offset) + cb.span.part * p.width, cb.l);
   for (long long k = 0; k < groups; ++k) {
@@ -331,7 +335,7 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
           y[j] = gamma[j] * h[j];
         }
         const long long off = row0 + t * p.width;
-        if (SAVE == 1 || i % SAVE == SAVE - 1) StorePack<T, VEC>(static_cast<T*>(p.h) + off, h, cb.l.wide, cb.l.nvalid);
+        if (keep_h && i % kSaveStride == kSaveStride - 1) StorePack<T, VEC>(static_cast<T*>(p.h) + off, h, cb.l.wide, cb.l.nvalid);
         StorePack<T, VEC>(static_cast<T*>(p.y) + off, y, cb.l.wide, cb.l.nvalid);
       }
     }

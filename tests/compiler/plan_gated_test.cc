@@ -809,9 +809,35 @@ TEST(GatedPlan, ChunkedHFromY) {
     EXPECT_EQ(CanImplement(v, MakeProblem(Op::kSamu, {4, 2048, 2048}, dtype), h200).code(),
               StatusCode::kInvalidArgument);
   }
-  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_y1"), p, h200).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_h4_y1"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_h4_y1"), p, h200).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(CanImplement(Parsed("chunked_v8_t256_c32_l64_y2"), p, h200).code(), StatusCode::kInvalidArgument);
+}
+
+// _y1 without _l: chunked's own forward (rows agg, carry, columns scan) with
+// its scan storing y and not h, and the backward as the hybrid's _y1.
+TEST(GatedPlan, ChunkedOwnForwardHFromY) {
+  const DeviceLimits h200;
+  const std::optional<LaunchPlan> plan = SamuSeedPlan("chunked_v8_t256_c32_y1");
+  const std::optional<LaunchPlan> dense = SamuSeedPlan("chunked_v8_t256_c32");
+  ASSERT_TRUE(plan && dense);
+  const std::vector<std::string> names = LaunchNames(*plan);
+  ASSERT_EQ(names.size(), dense->launches.size());
+  EXPECT_EQ(names[2], "samu_fwd_chunk_scan<__nv_bfloat16, 32, 0>");
+  EXPECT_EQ(names[5], "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 0, 0>");
+  for (size_t i = 0; i < plan->launches.size(); ++i) {
+    EXPECT_EQ(plan->launches[i].grid, dense->launches[i].grid) << i;
+    if (i != 2 && i != 5) {
+      EXPECT_EQ(plan->launches[i].name_expression, dense->launches[i].name_expression) << i;
+    }
+  }
+  EXPECT_EQ(plan->workspace_bytes, dense->workspace_bytes);
+  const std::optional<LaunchPlan> atomic = SamuSeedPlan("chunked_v8_t256_c32_y1_a1");
+  ASSERT_TRUE(atomic);
+  EXPECT_EQ(LaunchNames(*atomic)[5], "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 0, 0, 1>");
+  const Status fwd = CanImplement(Parsed("chunked_v8_t256_c32_y1"),
+                                  MakeProblem(Op::kSamu, {4, 2048, 2048}, DType::kBF16, Mode::kFwd), h200);
+  EXPECT_EQ(fwd.code(), StatusCode::kInvalidArgument);
 }
 
 // _b{n}: the forward's b at 16 bits in place of its staged x: the forward

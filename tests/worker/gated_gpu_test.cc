@@ -112,10 +112,12 @@ TEST(GatedGpuTest, SamuSavedEveryNthTokenVariantsAreLegal) {
 // among the enumerated points, named here as its own suite): the forward
 // stores y and not h, the backward takes h = y / gamma. Widths that are not
 // multiples of 8 (33, 100, 2050) give blocks whose last thread's group keeps
-// h (SamuGroupKeepsH) beside threads that read y.
+// h (SamuGroupKeepsH) beside threads that read y. With _l the look-back
+// forward stores them; without, chunked's own columns scan.
 TEST(GatedGpuTest, SamuHFromYVariantsAreLegal) {
   VerifyOperator(Op::kSamu,
-                 Named({"chunked_v8_t256_c32_l64_y1", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t256_c128_l32_y1"}));
+                 Named({"chunked_v8_t256_c32_l64_y1", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t256_c128_l32_y1",
+                        "chunked_v8_t256_c32_y1", "chunked_v8_t512_c64_y1_a1"}));
 }
 
 // samu `chunked` _b{n} (bf16; _b5 also among the enumerated _y1 points): the
