@@ -227,6 +227,7 @@ const std::vector<Cli::Command>& Cli::Commands() {
        [](ArgParser& p) {
          AddProblemFlags(p);
          p.AddFlag("on-miss", "not_found|nearest|tune", "when the shape was never tuned (default not_found)");
+         p.AddBool("deterministic", "only a variant whose outputs have the same bits on every run");
        },
        &Cli::Select},
       {"kernel", "the compiled kernel of a variant or the selection: launches, parameters, cubin",
@@ -234,6 +235,7 @@ const std::vector<Cli::Command>& Cli::Commands() {
          AddProblemFlags(p);
          p.AddFlag("variant", "NAME", "this variant (default: the selection)");
          p.AddFlag("on-miss", "not_found|nearest|tune", "when no variant is named and none is selected");
+         p.AddBool("deterministic", "without --variant: the deterministic selection");
          p.AddFlag("out", "FILE", "write the cubin to FILE");
        },
        &Cli::Kernel},
@@ -403,6 +405,10 @@ void Cli::PrintSelection(const v1::Selection& s) {
   std::string flags;
   if (s.stale()) flags += "STALE (tuned under another driver/NVRTC/kernel source) ";
   if (s.nearest()) flags += "NEAREST (tuned at " + ShapeText(s.tuned_shape()) + ") ";
+  if (s.deterministic()) {
+    if (flags.empty()) flags = "fresh ";
+    flags += "DETERMINISTIC (chosen among the variants whose outputs have the same bits every run)";
+  }
   PrintFields(out_, {
                         {"device", s.device_model()},
                         {"problem", ProblemText(s.problem())},
@@ -477,6 +483,7 @@ int Cli::Select(const ArgParser& args) {
   StatusOr<v1::MissPolicy> policy = MissPolicyFlag(args.GetOr("on-miss", "not_found"));
   if (!policy.ok()) return UsageError(policy.status().message());
   request.set_on_miss(*policy);
+  request.set_deterministic(args.GetBool("deterministic"));
   StatusOr<v1::Selection> selection = client_->Select(request);
   if (!selection.ok()) return RpcError("select", selection.status());
   if (json_) {
@@ -497,6 +504,7 @@ int Cli::Kernel(const ArgParser& args) {
   StatusOr<v1::MissPolicy> policy = MissPolicyFlag(args.GetOr("on-miss", "not_found"));
   if (!policy.ok()) return UsageError(policy.status().message());
   request.set_on_miss(*policy);
+  request.set_deterministic(args.GetBool("deterministic"));
   StatusOr<v1::KernelResponse> kernel = client_->GetKernel(request);
   if (!kernel.ok()) return RpcError("kernel", kernel.status());
   if (auto out = args.Get("out")) {

@@ -27,6 +27,8 @@ class OpPlanner {
   virtual const char* MainHeader(Op op) const = 0;
   virtual std::vector<Variant> EnumerateVariants(Op op) const = 0;
   virtual Status CanImplement(const Variant& variant, const Problem& problem, const DeviceLimits& device) const = 0;
+  // plan.h's Deterministic for this family's operators.
+  virtual bool Deterministic(const Variant& variant, const Problem& problem) const = 0;
   virtual StatusOr<LaunchPlan> MakePlan(const Variant& variant, const Problem& problem,
                                         const DeviceLimits& device) const = 0;
   // Every template instance of the variant's module (fwd and bwd) for the

@@ -307,6 +307,12 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
   return variants;
 }
 
+bool Deterministic(const Variant& v, const Problem& problem) {
+  if (const OpPlanner* planner = PlannerFor(problem.op)) return planner->Deterministic(v, problem);
+  // linear_scan: the look-back families stop at the first published inclusive prefix.
+  return v.algorithm == Algorithm::kSequential || v.algorithm == Algorithm::kChunked;
+}
+
 Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) {
   if (const OpPlanner* planner = PlannerFor(problem.op)) return planner->CanImplement(v, problem, device);
   const Shape& s = problem.shape;

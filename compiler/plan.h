@@ -54,6 +54,15 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants);
 // before compiling; never compiled, never timed).
 Status CanImplement(const Variant& variant, const Problem& problem, const DeviceLimits& device);
 
+// Whether every output of the problem's mode (fwd: y or h and the final
+// state; bwd: every input and parameter gradient) has the same bits on every
+// run with the same inputs. Not so where floating-point sums are added by
+// atomics in arrival order, or where a decoupled look-back composes its
+// predecessors' aggregates up to whichever inclusive prefix it finds first.
+// Rules by family in each planner; the GPU suite runs the deterministic ones
+// repeatedly and compares the bits.
+bool Deterministic(const Variant& variant, const Problem& problem);
+
 // Launches for the problem's mode (fwd: fwd phase; bwd: bwd; fwd_bwd: both).
 StatusOr<LaunchPlan> MakePlan(const Variant& variant, const Problem& problem, const DeviceLimits& device);
 

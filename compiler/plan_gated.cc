@@ -153,8 +153,8 @@ constexpr HybridKnobs kHybridLongTile[] = {{256, 128, 64}, {256, 64, 64}, {512, 
 constexpr HybridKnobs kHybridLongTile4[] = {{256, 32, 64}, {512, 64, 64}};
 // These _i32 points are enumerated with _a1 (the rescan adds its parameter partials into the gradients by
 // atomics, no finalize): fwd_bwd -1 to -3.5 us at three seed shapes against the same points without it, level
-// at 4x2048x2048 (bench/NOTES.md session 26). Without _a1 (fixed-order sums, the same bits every run) they
-// run by name.
+// at 4x2048x2048 (bench/NOTES.md session 26). Without _a1 (fixed-order parameter sums) they run by name;
+// neither is deterministic in fwd_bwd (the _l forward's look-back: Deterministic).
 
 constexpr int64_t kMaxGridX = INT_MAX;
 constexpr int64_t kMaxGridY = 65535;
@@ -439,6 +439,23 @@ class GatedPlannerImpl final : public OpPlanner {
     RETURN_IF_ERROR(CheckGrid(s.batch, kMaxGridY, "chunked grid.y (batch)"));
     RETURN_IF_ERROR(CheckGrid(chunks, kMaxGridY, "chunked columns grid.y (chunks)"));
     return CheckGrid(s.batch, kMaxGridY, "chunked columns grid.z (batch)");
+  }
+
+  // The look-back families (lookback, fused and chunked's _l forward) stop
+  // at the first published inclusive prefix, so their float composition
+  // order follows the timing; fused also meets m_t / dm_t by atomics; _a1
+  // adds the parameter gradients by atomics. The rest sum in fixed orders.
+  bool Deterministic(const Variant& v, const Problem& problem) const override {
+    if (v.algorithm == Algorithm::kSequential) return true;
+    if (!IsChunked(v) || !IsSamu(problem.op)) return false;
+    const bool fwd_ok = v.strip == 0;      // chunked's own forward: rows agg, carry in order, columns scan
+    const bool bwd_ok = v.atomic_sums == 0;  // a fwd_bwd backward also reads the forward's y / h / ctrl
+    switch (problem.mode) {
+      case Mode::kFwd: return fwd_ok;
+      case Mode::kBwd: return bwd_ok;
+      case Mode::kFwdBwd: return fwd_ok && bwd_ok;
+    }
+    return false;
   }
 
   Status CanImplement(const Variant& variant, const Problem& problem, const DeviceLimits& device) const override {

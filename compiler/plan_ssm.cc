@@ -156,6 +156,10 @@ class SsmPlannerImpl final : public OpPlanner {
     return variants;
   }
 
+  // Every family's backward adds dBm, dCm, dA, dD and ddelta_bias by float
+  // atomics (shared, then global memory); the forwards sum in fixed orders.
+  bool Deterministic(const Variant&, const Problem& problem) const override { return problem.mode == Mode::kFwd; }
+
   Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
     if (v.algorithm == Algorithm::kTimeScan) return CanImplementTscan(v, problem, device);
     ASSIGN_OR_RETURN(const Config c, ConfigOf(v));

@@ -8,8 +8,8 @@
 // columns exist to filter and sort, the blob is what is returned, so nothing
 // the worker measured is lost (raw samples, rounds, memory, ...).
 //
-// Adding version 2: write kMigrateToV2[] and append {2, kMigrateToV2} to
-// kMigrations; Store::kSchemaVersion must then be 2 (a static_assert checks).
+// Adding version 3: write kMigrateToV3[] and append {3, kMigrateToV3} to
+// kMigrations; Store::kSchemaVersion must then be 3 (a static_assert checks).
 #pragma once
 
 #include <iterator>
@@ -164,6 +164,48 @@ inline constexpr const char* kMigrateToV1[] = {
     kCreateSelectionsFamilyIndex,
 };
 
+// ---- version 2: deterministic selections ------------------------------------
+// A second selection per problem, made among the variants whose outputs have
+// the same bits on every run (Selection.deterministic): the column joins the
+// key. SQLite cannot change a primary key in place, so the table is rebuilt;
+// the rows of version 1 are the ordinary selections (deterministic = 0).
+
+inline constexpr char kCreateSelectionsV2[] =
+    "CREATE TABLE selections_v2 ("
+    " device_model TEXT NOT NULL,"
+    " op TEXT NOT NULL,"
+    " batch INTEGER NOT NULL,"
+    " length INTEGER NOT NULL,"
+    " width INTEGER NOT NULL,"
+    " dtype TEXT NOT NULL,"
+    " mode TEXT NOT NULL,"
+    " has_h0 INTEGER NOT NULL,"
+    " deterministic INTEGER NOT NULL,"
+    " variant TEXT NOT NULL,"
+    " record_id INTEGER NOT NULL REFERENCES records (id),"
+    " median_ms REAL NOT NULL,"
+    " runner_up TEXT NOT NULL,"
+    " margin_pct REAL NOT NULL,"
+    " decided_by TEXT NOT NULL,"
+    " fingerprint TEXT NOT NULL,"
+    " updated_at TEXT NOT NULL,"
+    " selection BLOB NOT NULL,"            // v1::Selection
+    " PRIMARY KEY (device_model, op, batch, length, width, dtype, mode, has_h0, deterministic))";
+inline constexpr char kCopySelectionsToV2[] =
+    "INSERT INTO selections_v2 (device_model, op, batch, length, width, dtype, mode, has_h0, deterministic,"
+    " variant, record_id, median_ms, runner_up, margin_pct, decided_by, fingerprint, updated_at, selection)"
+    " SELECT device_model, op, batch, length, width, dtype, mode, has_h0, 0,"
+    " variant, record_id, median_ms, runner_up, margin_pct, decided_by, fingerprint, updated_at, selection"
+    " FROM selections";
+inline constexpr char kDropSelectionsV1[] = "DROP TABLE selections";
+inline constexpr char kRenameSelectionsV2[] = "ALTER TABLE selections_v2 RENAME TO selections";
+inline constexpr char kCreateSelectionsFamilyIndexV2[] =
+    "CREATE INDEX selections_by_family ON selections (device_model, op, dtype, mode, has_h0, deterministic)";
+
+inline constexpr const char* kMigrateToV2[] = {
+    kCreateSelectionsV2, kCopySelectionsToV2, kDropSelectionsV1, kRenameSelectionsV2, kCreateSelectionsFamilyIndexV2,
+};
+
 struct MigrationStep {
   int to_version;
   std::span<const char* const> statements;
@@ -171,6 +213,7 @@ struct MigrationStep {
 
 inline constexpr MigrationStep kMigrations[] = {
     {1, kMigrateToV1},
+    {2, kMigrateToV2},
 };
 
 inline constexpr int kLatestSchemaVersion = kMigrations[std::size(kMigrations) - 1].to_version;
@@ -247,20 +290,20 @@ inline constexpr char kSelectFailedRecords[] =
 // ---- selections -------------------------------------------------------------
 
 inline constexpr char kUpsertSelection[] =
-    "INSERT INTO selections (device_model, op, batch, length, width, dtype, mode, has_h0, variant, record_id,"
-    " median_ms, runner_up, margin_pct, decided_by, fingerprint, updated_at, selection)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (device_model, op, batch, length, width, dtype, mode, has_h0) DO UPDATE SET"
+    "INSERT INTO selections (device_model, op, batch, length, width, dtype, mode, has_h0, deterministic, variant,"
+    " record_id, median_ms, runner_up, margin_pct, decided_by, fingerprint, updated_at, selection)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (device_model, op, batch, length, width, dtype, mode, has_h0, deterministic) DO UPDATE SET"
     " variant = excluded.variant, record_id = excluded.record_id, median_ms = excluded.median_ms,"
     " runner_up = excluded.runner_up, margin_pct = excluded.margin_pct, decided_by = excluded.decided_by,"
     " fingerprint = excluded.fingerprint, updated_at = excluded.updated_at, selection = excluded.selection";
 inline constexpr char kSelectSelection[] =
     "SELECT selection FROM selections"
     " WHERE device_model = ? AND op = ? AND batch = ? AND length = ? AND width = ? AND dtype = ?"
-    " AND mode = ? AND has_h0 = ?";
+    " AND mode = ? AND has_h0 = ? AND deterministic = ?";
 inline constexpr char kListSelectionFamily[] =
     "SELECT selection FROM selections"
-    " WHERE device_model = ? AND op = ? AND dtype = ? AND mode = ? AND has_h0 = ?"
+    " WHERE device_model = ? AND op = ? AND dtype = ? AND mode = ? AND has_h0 = ? AND deterministic = ?"
     " ORDER BY batch, length, width";
 
 // ---- migrations ---------------------------------------------------------------

@@ -341,38 +341,46 @@ StatusOr<int64_t> Store::InsertRecord(const v1::Record& record, const std::strin
 Status Store::UpsertSelection(const v1::Selection& selection, const std::string& now) {
   ASSIGN_OR_RETURN(Statement stmt, statements_->Get(db::kUpsertSelection));
   int next = BindProblemKey(stmt, 1, selection.device_model(), selection.problem());
-  stmt.BindText(next, selection.variant())
-      .BindInt64(next + 1, selection.record_id())
-      .BindDouble(next + 2, selection.median_ms())
-      .BindText(next + 3, selection.runner_up())
-      .BindDouble(next + 4, selection.margin_pct())
-      .BindText(next + 5, selection.decided_by())
-      .BindText(next + 6, selection.fingerprint())
-      .BindText(next + 7, selection.updated_at().empty() ? now : selection.updated_at())
-      .BindBlob(next + 8, selection.SerializeAsString());
+  stmt.BindInt64(next, selection.deterministic() ? 1 : 0)
+      .BindText(next + 1, selection.variant())
+      .BindInt64(next + 2, selection.record_id())
+      .BindDouble(next + 3, selection.median_ms())
+      .BindText(next + 4, selection.runner_up())
+      .BindDouble(next + 5, selection.margin_pct())
+      .BindText(next + 6, selection.decided_by())
+      .BindText(next + 7, selection.fingerprint())
+      .BindText(next + 8, selection.updated_at().empty() ? now : selection.updated_at())
+      .BindBlob(next + 9, selection.SerializeAsString());
   return stmt.Run();
 }
 
 StatusOr<std::vector<int64_t>> Store::CommitResults(const std::vector<v1::Record>& records,
                                                     const std::optional<v1::Selection>& selection,
                                                     int winner_index) {
+  std::vector<SelectionUpdate> updates;
+  if (selection) updates.push_back({*selection, winner_index});
+  return CommitResults(records, updates);
+}
+
+StatusOr<std::vector<int64_t>> Store::CommitResults(const std::vector<v1::Record>& records,
+                                                    const std::vector<SelectionUpdate>& selections) {
   // Everything that can be checked without the database is checked before the
   // transaction starts, so a bad call costs no write lock.
   for (size_t i = 0; i < records.size(); ++i) RETURN_IF_ERROR(ValidateRecord(records[i], i));
-  if (selection) {
+  for (const auto& [selection, winner_index] : selections) {
     if (winner_index < 0 || static_cast<size_t>(winner_index) >= records.size()) {
       return InvalidArgument("winner_index " + std::to_string(winner_index) + " is out of range for " +
                              std::to_string(records.size()) + " records");
     }
     const v1::Record& winner = records[winner_index];
-    if (selection->device_model().empty()) return InvalidArgument("selection.device_model is empty");
-    if (selection->problem().op().empty()) return InvalidArgument("selection.problem.op is empty");
+    if (selection.device_model().empty()) return InvalidArgument("selection.device_model is empty");
+    if (selection.problem().op().empty()) return InvalidArgument("selection.problem.op is empty");
     if (winner.state() != v1::OK) {
       return FailedPrecondition("only an OK record can be selected; records[" + std::to_string(winner_index) +
                                 "] (" + winner.variant() + ") is " + StateText(winner.state()));
     }
-    if (winner.variant() != selection->variant()) {
-      return InvalidArgument("selection.variant '" + selection->variant() + "' is not the winner's variant '" +
+    if (winner.variant() != selection.variant()) {
+      return InvalidArgument("selection.variant '" + selection.variant() + "' is not the winner's variant '" +
                              winner.variant() + "'");
     }
   }
@@ -388,13 +396,14 @@ StatusOr<std::vector<int64_t>> Store::CommitResults(const std::vector<v1::Record
     if (!id.ok()) return id.status().Annotate("inserting records[" + std::to_string(i) + "]");
     ids.push_back(*id);
   }
-  if (selection) {
-    v1::Selection stored = *selection;
+  for (const auto& [selection, winner_index] : selections) {
+    v1::Selection stored = selection;
     stored.set_record_id(ids[winner_index]);
     if (stored.updated_at().empty()) stored.set_updated_at(now);
     if (stored.fingerprint().empty()) stored.set_fingerprint(FingerprintOf(records[winner_index]));
     Status status = UpsertSelection(stored, now);
-    if (!status.ok()) return status.Annotate("upserting the selection");
+    if (!status.ok()) return status.Annotate(stored.deterministic() ? "upserting the deterministic selection"
+                                                                    : "upserting the selection");
   }
   RETURN_IF_ERROR(transaction.Commit());
   return ids;
@@ -477,17 +486,20 @@ StatusOr<RecordPage> Store::ListRecords(const v1::RecordFilter& filter, int page
   return page;
 }
 
-StatusOr<std::optional<v1::Selection>> Store::GetSelection(const std::string& device_model, const Problem& problem) {
+StatusOr<std::optional<v1::Selection>> Store::GetSelection(const std::string& device_model, const Problem& problem,
+                                                           bool deterministic) {
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(Statement stmt, statements_->Get(db::kSelectSelection));
-  BindProblemKey(stmt, 1, device_model, ToProto(problem));
+  const int next = BindProblemKey(stmt, 1, device_model, ToProto(problem));
+  stmt.BindInt64(next, deterministic ? 1 : 0);
   ASSIGN_OR_RETURN(bool has_row, stmt.Step());
   if (!has_row) return std::optional<v1::Selection>();
   ASSIGN_OR_RETURN(v1::Selection selection, ParseBlob<v1::Selection>(stmt.ColumnBlob(0), "selection", 0));
   return std::optional<v1::Selection>(std::move(selection));
 }
 
-StatusOr<std::vector<v1::Selection>> Store::ListSelections(const std::string& device_model, const Problem& like) {
+StatusOr<std::vector<v1::Selection>> Store::ListSelections(const std::string& device_model, const Problem& like,
+                                                           bool deterministic) {
   const v1::Problem problem = ToProto(like);
   std::lock_guard<std::mutex> lock(mu_);
   ASSIGN_OR_RETURN(Statement stmt, statements_->Get(db::kListSelectionFamily));
@@ -495,7 +507,8 @@ StatusOr<std::vector<v1::Selection>> Store::ListSelections(const std::string& de
       .BindText(2, OpKeyOf(problem))
       .BindText(3, DTypeText(problem.dtype()))
       .BindText(4, ModeText(problem.mode()))
-      .BindInt64(5, problem.has_h0() ? 1 : 0);
+      .BindInt64(5, problem.has_h0() ? 1 : 0)
+      .BindInt64(6, deterministic ? 1 : 0);
   std::vector<v1::Selection> selections;
   while (true) {
     ASSIGN_OR_RETURN(bool has_row, stmt.Step());

@@ -35,6 +35,11 @@ struct CachedCompile {
   int state = 0;                   // v1::ResultState
 };
 
+struct SelectionUpdate {
+  v1::Selection selection;
+  int winner_index = -1;           // into the records committed with it
+};
+
 struct RecordPage {
   std::vector<v1::Record> records;
   std::string next_page_token;     // empty on the last page
@@ -42,7 +47,7 @@ struct RecordPage {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
 
   // Creates or migrates the file. ":memory:" is not accepted: the store is a real file.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
@@ -58,9 +63,13 @@ class Store {
   StatusOr<std::optional<CachedCompile>> GetCompiled(const std::string& cache_key);
   Status PutCompiled(const CachedCompile& entry);
 
-  // Inserts the records (ids assigned, returned in order) and, if given,
-  // upserts the selection with record_id = the id of records[winner_index],
-  // all in one transaction: either everything lands or nothing does.
+  // Inserts the records (ids assigned, returned in order) and upserts each
+  // selection (the ordinary or the deterministic one, by its `deterministic`)
+  // with record_id = the id of records[winner_index], all in one transaction:
+  // either everything lands or nothing does.
+  StatusOr<std::vector<int64_t>> CommitResults(const std::vector<v1::Record>& records,
+                                               const std::vector<SelectionUpdate>& selections);
+  // The same with at most one selection.
   StatusOr<std::vector<int64_t>> CommitResults(const std::vector<v1::Record>& records,
                                                const std::optional<v1::Selection>& selection,
                                                int winner_index);
@@ -70,10 +79,13 @@ class Store {
   StatusOr<RecordPage> ListRecords(const v1::RecordFilter& filter, int page_size, const std::string& page_token);
 
   // The selection for (device model, op, shape, dtype, mode, has_h0), as stored
-  // (stale is the caller's judgement from the fingerprint).
-  StatusOr<std::optional<v1::Selection>> GetSelection(const std::string& device_model, const Problem& problem);
+  // (stale is the caller's judgement from the fingerprint); `deterministic`:
+  // the one made among the deterministic variants.
+  StatusOr<std::optional<v1::Selection>> GetSelection(const std::string& device_model, const Problem& problem,
+                                                      bool deterministic = false);
   // Every selection for the device model with the same op, dtype, mode and has_h0 (any shape).
-  StatusOr<std::vector<v1::Selection>> ListSelections(const std::string& device_model, const Problem& like);
+  StatusOr<std::vector<v1::Selection>> ListSelections(const std::string& device_model, const Problem& like,
+                                                      bool deterministic = false);
 
   // Records with a non-OK state for this device model, problem and fingerprint:
   // those variants are not retried blindly.

@@ -313,11 +313,15 @@ StatusOr<v1::Selection> Engine::Impl::Select(const v1::SelectRequest& request, c
                     ": there is no GPU and the database knows no device; tune on a GPU first");
   }
   Selector selector(store_.get());
-  if (policy != v1::TUNE_NOW) return selector.Find(device->info.name(), device->fingerprint, problem, policy);
+  const bool deterministic = request.deterministic();
+  if (policy != v1::TUNE_NOW) {
+    return selector.Find(device->info.name(), device->fingerprint, problem, policy, deterministic);
+  }
 
   // TUNE_NOW: a fresh exact answer, else tune (a stale one is re-tuned on
   // demand when a GPU is there, and served flagged when not).
-  StatusOr<v1::Selection> exact = selector.Find(device->info.name(), device->fingerprint, problem, v1::NOT_FOUND);
+  StatusOr<v1::Selection> exact =
+      selector.Find(device->info.name(), device->fingerprint, problem, v1::NOT_FOUND, deterministic);
   if (exact.ok() && !exact->stale()) return exact;
   if (!exact.ok() && exact.status().code() != StatusCode::kNotFound) return exact.status();
   if (devices_.empty() || device->index < 0) {
@@ -327,7 +331,17 @@ StatusOr<v1::Selection> Engine::Impl::Select(const v1::SelectRequest& request, c
   v1::TuneRequest tune;
   *tune.mutable_problem() = request.problem();
   tune.set_device_uuid(device->info.uuid());
-  return Tune(tune, progress);
+  // A deterministic miss on a problem whose fresh selection predates the
+  // deterministic ones: re-tune it rather than answer NOT_FOUND.
+  if (deterministic) {
+    StatusOr<v1::Selection> ordinary =
+        selector.Find(device->info.name(), device->fingerprint, problem, v1::NOT_FOUND, false);
+    tune.set_force(ordinary.ok() && !ordinary->stale());
+  }
+  ASSIGN_OR_RETURN(v1::Selection tuned, Tune(tune, progress));
+  if (!deterministic) return tuned;
+  // Tune commits both selections; the deterministic one is the answer.
+  return selector.Find(device->info.name(), device->fingerprint, problem, v1::NOT_FOUND, true);
 }
 
 StatusOr<v1::KernelResponse> Engine::Impl::GetKernel(const v1::GetKernelRequest& request) {
@@ -342,6 +356,7 @@ StatusOr<v1::KernelResponse> Engine::Impl::GetKernel(const v1::GetKernelRequest&
     *select.mutable_problem() = request.problem();
     select.set_device_uuid(request.device_uuid());
     select.set_on_miss(request.on_miss());
+    select.set_deterministic(request.deterministic());
     ASSIGN_OR_RETURN(v1::Selection selection, Select(select, nullptr));
     ASSIGN_OR_RETURN(variant, Variant::Parse(selection.variant()));
     *response.mutable_selection() = std::move(selection);

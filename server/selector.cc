@@ -4,6 +4,8 @@
 #include <cmath>
 #include <tuple>
 
+#include "compiler/plan.h"
+
 namespace scantune {
 
 bool ClearlyFaster(const RankedCandidate& a, const RankedCandidate& b, double min_margin_pct) {
@@ -61,9 +63,21 @@ double ShapeDistance(const Shape& a, const Shape& b) {
          ld(static_cast<double>(a.width), static_cast<double>(b.width));
 }
 
+StatusOr<std::optional<v1::Selection>> Selector::Exact(const std::string& device_model, const Problem& problem,
+                                                      bool deterministic) const {
+  ASSIGN_OR_RETURN(std::optional<v1::Selection> exact, store_->GetSelection(device_model, problem, deterministic));
+  if (exact || !deterministic) return exact;
+  ASSIGN_OR_RETURN(std::optional<v1::Selection> ordinary, store_->GetSelection(device_model, problem, false));
+  if (!ordinary) return ordinary;
+  StatusOr<Variant> variant = Variant::Parse(ordinary->variant());
+  if (!variant.ok() || !Deterministic(*variant, problem)) return std::optional<v1::Selection>();
+  ordinary->set_deterministic(true);
+  return ordinary;
+}
+
 StatusOr<v1::Selection> Selector::Find(const std::string& device_model, const std::string& current_fingerprint,
-                                       const Problem& problem, v1::MissPolicy policy) const {
-  ASSIGN_OR_RETURN(std::optional<v1::Selection> exact, store_->GetSelection(device_model, problem));
+                                       const Problem& problem, v1::MissPolicy policy, bool deterministic) const {
+  ASSIGN_OR_RETURN(std::optional<v1::Selection> exact, Exact(device_model, problem, deterministic));
   if (exact) {
     v1::Selection selection = std::move(*exact);
     selection.set_stale(selection.fingerprint() != current_fingerprint);
@@ -71,13 +85,22 @@ StatusOr<v1::Selection> Selector::Find(const std::string& device_model, const st
     if (!selection.has_tuned_shape()) *selection.mutable_tuned_shape() = ToProto(problem).shape();
     return selection;
   }
+  const std::string what = deterministic ? "no deterministic selection for " : "no selection for ";
   const std::string where = problem.Key() + " on '" + device_model + "'";
   if (policy != v1::NEAREST) {
-    return NotFound("no selection for " + where +
+    if (deterministic) {
+      ASSIGN_OR_RETURN(std::optional<v1::Selection> ordinary, store_->GetSelection(device_model, problem, false));
+      if (ordinary) {
+        return NotFound(what + where + ": its selection " + ordinary->variant() +
+                        " is not deterministic and it was tuned before deterministic selections were kept, or no "
+                        "deterministic variant was legal; re-tune it (Tune with force)");
+      }
+    }
+    return NotFound(what + where +
                     "; tune it first (Tune), or ask with on_miss=NEAREST (nearest tuned shape, flagged) "
                     "or on_miss=TUNE_NOW (tune now, then answer)");
   }
-  ASSIGN_OR_RETURN(std::vector<v1::Selection> all, store_->ListSelections(device_model, problem));
+  ASSIGN_OR_RETURN(std::vector<v1::Selection> all, store_->ListSelections(device_model, problem, deterministic));
   const v1::Selection* best = nullptr;
   double best_distance = 0;
   Shape best_shape;
@@ -94,7 +117,7 @@ StatusOr<v1::Selection> Selector::Find(const std::string& device_model, const st
     }
   }
   if (!best) {
-    return NotFound("no selection for " + where + ", and no tuned shape with the same op, dtype, mode and h0 " +
+    return NotFound(what + where + ", and no tuned shape with the same op, dtype, mode and h0 " +
                     "to answer NEAREST from; tune it first (Tune) or ask with on_miss=TUNE_NOW");
   }
   v1::Selection selection = *best;

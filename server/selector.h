@@ -11,6 +11,7 @@
 // pointer (the Store is thread-safe), so it may be used from any thread.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,10 +63,16 @@ class Selector {
   // not `current_fingerprint`. On a miss: NEAREST answers with the selection
   // of the nearest tuned shape (same op, dtype, mode and h0), flagged nearest;
   // any other policy is NOT_FOUND, naming the problem and the policies.
+  // `deterministic`: the selection made among the deterministic variants, or
+  // else the ordinary one where its variant is deterministic itself (a
+  // problem tuned before deterministic selections were stored).
   StatusOr<v1::Selection> Find(const std::string& device_model, const std::string& current_fingerprint,
-                               const Problem& problem, v1::MissPolicy policy) const;
+                               const Problem& problem, v1::MissPolicy policy, bool deterministic = false) const;
 
  private:
+  StatusOr<std::optional<v1::Selection>> Exact(const std::string& device_model, const Problem& problem,
+                                               bool deterministic) const;
+
   Store* store_;
 };
 

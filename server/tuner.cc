@@ -1,6 +1,7 @@
 #include "server/tuner.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <ctime>
 #include <random>
 #include <set>
@@ -297,10 +298,30 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
     return ma != mb ? ma < mb : records[a].variant() < records[b].variant();
   });
 
+  // The deterministic ones (every output the same bits on every run) get
+  // their own selection, decided the same way among them alone.
+  auto deterministic = [&](int i) {
+    StatusOr<Variant> v = Variant::Parse(records[i].variant());
+    return v.ok() && Deterministic(*v, problem);
+  };
+  std::vector<int> legal_deterministic;
+  for (int i : legal) {
+    if (deterministic(i)) legal_deterministic.push_back(i);
+  }
+  // The re-timed: the top few of all, and the top few deterministic ones where
+  // those are not among them (the fastest first, as `legal`).
+  std::vector<int> retimed_of = legal;
+  retimed_of.resize(std::min<size_t>(options_.retime_top, legal.size()));
+  for (size_t k = 0; k < legal_deterministic.size() && k < static_cast<size_t>(options_.retime_top); ++k) {
+    if (std::find(retimed_of.begin(), retimed_of.end(), legal_deterministic[k]) == retimed_of.end()) {
+      retimed_of.push_back(legal_deterministic[k]);
+    }
+  }
+
   // The field the decision is made over: the re-timed top few when re-timing
   // worked, else the first pass.
   std::vector<int> field = legal;
-  const int top = std::min<int>(options_.retime_top, static_cast<int>(legal.size()));
+  const int top = static_cast<int>(retimed_of.size());
   if (top >= 2) {
     v1::Job retime;
     retime.set_job_id(job_id);
@@ -312,7 +333,7 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
     retime.set_verify(false);  // verified in the first pass
     retime.set_time(true);
     retime.set_origin("retime");
-    for (int k = 0; k < top; ++k) *retime.add_candidates() = first->candidates[records[legal[k]].variant()];
+    for (int i : retimed_of) *retime.add_candidates() = first->candidates[records[i].variant()];
     if (progress) {
       v1::TuneProgress p = Progress(job_id, v1::TuneProgress::RETIMING);
       p.set_total(top);
@@ -326,8 +347,8 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
       for (v1::Record& r : *retimed) {
         // The re-timing pass does not verify; its legality and error are the
         // verification pass's, so carry that rel_err over instead of a 0.
-        for (int k = 0; k < top; ++k) {
-          if (records[legal[k]].variant() == r.variant()) r.set_rel_err(records[legal[k]].rel_err());
+        for (int i : retimed_of) {
+          if (records[i].variant() == r.variant()) r.set_rel_err(records[i].rel_err());
         }
         records.push_back(std::move(r));
         const v1::Record& stored = records.back();
@@ -338,7 +359,7 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
       if (field.empty()) {
         // Every re-timed candidate failed this time: those are not legal after all.
         std::set<std::string> failed;
-        for (int k = 0; k < top; ++k) failed.insert(records[legal[k]].variant());
+        for (int i : retimed_of) failed.insert(records[i].variant());
         for (int i : legal) {
           if (!failed.count(records[i].variant())) field.push_back(i);
         }
@@ -360,37 +381,59 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
                                    "); records stored"));
   }
 
-  std::vector<RankedCandidate> ranked;
+  // The selection decided over `among` (indices into records).
+  auto decide = [&](const std::vector<int>& among, bool of_deterministic) {
+    std::vector<RankedCandidate> ranked;
+    for (int i : among) {
+      const v1::Stats& s = RankedStats(records[i], mode);
+      ranked.push_back({records[i].variant(), ComplexityOf(records[i].variant()), s.median_ms(), s.mad_ms()});
+    }
+    const Decision decision = Decide(ranked);
+    SelectionUpdate update;
+    update.winner_index = among[decision.winner];
+    const v1::Record& winner = records[update.winner_index];
+    v1::Selection& selection = update.selection;
+    selection.set_device_model(model);
+    *selection.mutable_problem() = ToProto(problem);
+    selection.set_variant(winner.variant());
+    selection.set_median_ms(RankedStats(winner, mode).median_ms());
+    selection.set_stale(false);
+    selection.set_nearest(false);
+    *selection.mutable_tuned_shape() = selection.problem().shape();
+    if (decision.runner_up >= 0) selection.set_runner_up(ranked[decision.runner_up].variant);
+    selection.set_margin_pct(decision.margin_pct);
+    selection.set_decided_by(decision.decided_by);
+    selection.set_updated_at(NowIso());
+    selection.set_fingerprint(device.fingerprint);
+    selection.set_deterministic(of_deterministic);
+    return update;
+  };
+  std::vector<SelectionUpdate> updates = {decide(field, false)};
+  std::vector<int> field_deterministic;
   for (int i : field) {
-    const v1::Stats& s = RankedStats(records[i], mode);
-    ranked.push_back({records[i].variant(), ComplexityOf(records[i].variant()), s.median_ms(), s.mad_ms()});
+    if (deterministic(i)) field_deterministic.push_back(i);
   }
-  const Decision decision = Decide(ranked);
-  const int winner_index = field[decision.winner];
-  const v1::Record& winner = records[winner_index];
+  if (!field_deterministic.empty()) updates.push_back(decide(field_deterministic, true));
 
-  v1::Selection selection;
-  selection.set_device_model(model);
-  *selection.mutable_problem() = ToProto(problem);
-  selection.set_variant(winner.variant());
-  selection.set_median_ms(RankedStats(winner, mode).median_ms());
-  selection.set_stale(false);
-  selection.set_nearest(false);
-  *selection.mutable_tuned_shape() = selection.problem().shape();
-  if (decision.runner_up >= 0) selection.set_runner_up(ranked[decision.runner_up].variant);
-  selection.set_margin_pct(decision.margin_pct);
-  selection.set_decided_by(decision.decided_by);
-  selection.set_updated_at(NowIso());
-  selection.set_fingerprint(device.fingerprint);
-
-  StatusOr<std::vector<int64_t>> ids = store_->CommitResults(records, selection, winner_index);
+  StatusOr<std::vector<int64_t>> ids = store_->CommitResults(records, updates);
   if (!ids.ok()) return fail(ids.status().Annotate("committing results"));
-  selection.set_record_id((*ids)[winner_index]);
+  for (SelectionUpdate& u : updates) u.selection.set_record_id((*ids)[u.winner_index]);
+  const v1::Selection& selection = updates[0].selection;
   log->info("job {}: {} on {} -> {} ({:.4f} ms, {}, margin {:.2f}% over {})", job_id, problem.Key(), model,
             selection.variant(), selection.median_ms(), selection.decided_by(), selection.margin_pct(),
             selection.runner_up().empty() ? "-" : selection.runner_up());
+  std::string deterministic_note = "no deterministic variant is legal here";
+  if (updates.size() > 1) {
+    const v1::Selection& d = updates[1].selection;
+    char ms[32];
+    std::snprintf(ms, sizeof(ms), "%.4f", d.median_ms());
+    deterministic_note = "deterministic selection: " + d.variant() + " (" + ms + " ms, " + d.decided_by() + ")";
+    log->info("job {}: {} on {} -> deterministic {} ({:.4f} ms, {})", job_id, problem.Key(), model, d.variant(),
+              d.median_ms(), d.decided_by());
+  }
   if (progress) {
     v1::TuneProgress p = Progress(job_id, v1::TuneProgress::DONE);
+    p.set_message(deterministic_note);
     p.set_done(static_cast<int>(records.size()));
     p.set_total(static_cast<int>(records.size()));
     p.set_variant(selection.variant());

@@ -231,7 +231,7 @@ class StoreTest : public ::testing::Test {
 TEST_F(StoreTest, OpenCreatesFileWithCurrentSchemaVersion) {
   EXPECT_TRUE(fs::exists(path_));
   EXPECT_EQ(store_->schema_version(), Store::kSchemaVersion);
-  EXPECT_EQ(Store::kSchemaVersion, 1);
+  EXPECT_EQ(Store::kSchemaVersion, 2);
   RawDb raw(path_);
   EXPECT_EQ(raw.QueryText("SELECT value FROM meta WHERE key = 'schema_version'"), "1");
   for (const char* table : {"meta", "devices", "variants", "compile_cache", "records", "selections"}) {
