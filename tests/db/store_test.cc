@@ -233,7 +233,7 @@ TEST_F(StoreTest, OpenCreatesFileWithCurrentSchemaVersion) {
   EXPECT_EQ(store_->schema_version(), Store::kSchemaVersion);
   EXPECT_EQ(Store::kSchemaVersion, 2);
   RawDb raw(path_);
-  EXPECT_EQ(raw.QueryText("SELECT value FROM meta WHERE key = 'schema_version'"), "1");
+  EXPECT_EQ(raw.QueryText("SELECT value FROM meta WHERE key = 'schema_version'"), "2");
   for (const char* table : {"meta", "devices", "variants", "compile_cache", "records", "selections"}) {
     EXPECT_EQ(raw.QueryInt(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") +
                            table + "'"),
