@@ -2,6 +2,7 @@
 // came to, before it becomes a Record. A value type; thread-compatible.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "proto/scantune.pb.h"
@@ -14,6 +15,9 @@ struct CandidateOutcome {
   std::string detail;          // why a non-OK state, for the record
   double rel_err = 0.0;        // max over outputs of max|out-ref| / max|ref|
   v1::Memory memory;
+  // Verifier::Options::digest_outputs: a digest of every compared output's
+  // bytes, in tensor order (0 otherwise).
+  uint64_t output_digest = 0;
   // The context is unusable (sticky error, or a kernel still running past
   // its timeout): report this candidate, then the worker must exit.
   bool context_lost = false;

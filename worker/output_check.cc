@@ -196,4 +196,43 @@ bool SameBytes(std::span<const uint8_t> a, std::span<const uint8_t> b) {
   return std::none_of(differs.begin(), differs.end(), [](char d) { return d != 0; });
 }
 
+namespace {
+
+// FNV-1a over 8-byte words (then the tail bytes): not cryptographic, only a
+// cheap fingerprint in which one changed bit changes the result.
+constexpr uint64_t kFnvOffset = 14695981039346656037ull;
+constexpr uint64_t kFnvPrime = 1099511628211ull;
+
+uint64_t MixWord(uint64_t h, uint64_t word) { return (h ^ word) * kFnvPrime; }
+
+uint64_t Fnv1aWords(std::span<const uint8_t> bytes) {
+  uint64_t h = kFnvOffset;
+  size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, bytes.data() + i, 8);
+    h = MixWord(h, word);
+  }
+  for (; i < bytes.size(); ++i) h = MixWord(h, bytes[i]);
+  return h;
+}
+
+}  // namespace
+
+uint64_t BytesDigest(std::span<const uint8_t> bytes) {
+  // Blocks of a fixed size, hashed on any thread, then combined in order: the
+  // digest depends on the bytes alone, not on the thread count.
+  constexpr size_t kBlock = size_t{1} << 20;
+  const size_t blocks = (bytes.size() + kBlock - 1) / kBlock;
+  std::vector<uint64_t> parts(blocks, 0);
+  ParallelFor(blocks, 1, [&](size_t, size_t begin, size_t end) {
+    for (size_t b = begin; b < end; ++b) {
+      parts[b] = Fnv1aWords(bytes.subspan(b * kBlock, std::min(kBlock, bytes.size() - b * kBlock)));
+    }
+  });
+  uint64_t h = MixWord(kFnvOffset, bytes.size());
+  for (uint64_t part : parts) h = MixWord(h, part);
+  return h;
+}
+
 }  // namespace scantune

@@ -50,4 +50,8 @@ OutputCheck CheckTensor(const TensorSpec& spec, std::span<const uint8_t> raw, st
 // a == b, compared on all host threads (the inputs-unchanged check).
 bool SameBytes(std::span<const uint8_t> a, std::span<const uint8_t> b);
 
+// A 64-bit digest of the bytes, on all host threads: equal bytes give equal
+// digests (whatever the thread count), so two runs' outputs compare by it.
+uint64_t BytesDigest(std::span<const uint8_t> bytes);
+
 }  // namespace scantune

@@ -178,6 +178,7 @@ StatusOr<CandidateOutcome> Verifier::Verify(const v1::Candidate& candidate) {
     std::span<const uint8_t> got;
     RETURN_IF_ERROR(download(buffers[i], tensors[i].bytes(), &host_[i], &got));
     record(CheckTensor(tensors[i], got, job.reference[i], tolerance));
+    if (options_.digest_outputs) out.output_digest = out.output_digest * 31 + BytesDigest(got);
     return Status::Ok();
   };
 

@@ -48,6 +48,9 @@ class Verifier {
     // false: run and measure memory, but do not compare (time-only jobs
     // still learn faults, timeouts and memory before timing).
     bool check = true;
+    // With check: fold every compared output's bytes into the outcome's
+    // output_digest (the GPU suite's same-bits-every-run check).
+    bool digest_outputs = false;
   };
 
   Verifier(const GpuContext& ctx, const Problem& problem, uint64_t seed, Options options);

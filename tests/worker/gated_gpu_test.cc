@@ -82,15 +82,7 @@ void VerifyOperator(Op op, std::vector<Variant> variants = {}, std::vector<Shape
 }
 
 // Variants run by name (not all enumerated).
-std::vector<Variant> Named(std::initializer_list<const char*> names) {
-  std::vector<Variant> variants;
-  for (const char* name : names) {
-    StatusOr<Variant> v = Variant::Parse(name);
-    EXPECT_TRUE(v.ok()) << name;
-    if (v.ok()) variants.push_back(*v);
-  }
-  return variants;
-}
+const auto Named = testing::NamedVariants;
 
 TEST(GatedGpuTest, EveryRgLruVariantIsLegal) { VerifyOperator(Op::kRgLru); }
 TEST(GatedGpuTest, EverySamuVariantIsLegal) { VerifyOperator(Op::kSamu); }

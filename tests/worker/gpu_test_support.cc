@@ -60,6 +60,16 @@ void VerifyEveryVariant(TestGpu& gpu, const Problem& problem, const std::vector<
   }
 }
 
+std::vector<Variant> NamedVariants(std::initializer_list<const char*> names) {
+  std::vector<Variant> variants;
+  for (const char* name : names) {
+    StatusOr<Variant> v = Variant::Parse(name);
+    EXPECT_TRUE(v.ok()) << name;
+    if (v.ok()) variants.push_back(*v);
+  }
+  return variants;
+}
+
 void PrintCounts(const std::map<std::string, VerifyCounts>& counts) {
   for (const auto& [key, c] : counts) {
     std::printf("%-56s verified %3d  pruned %3d  failed %3d\n", key.c_str(), c.verified, c.pruned, c.failed);

@@ -3,6 +3,7 @@
 // Job carries. Not thread-safe; tests run on one thread.
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,6 +46,9 @@ struct VerifyCounts {
 void VerifyEveryVariant(TestGpu& gpu, const Problem& problem, const std::vector<Variant>& variants,
                         const std::vector<StatusOr<CompileResult>>& compiled, VerifyCounts* counts,
                         int plan_sm_count = 0);
+
+// Variants run by name (parsed; a name that does not parse is a test failure).
+std::vector<Variant> NamedVariants(std::initializer_list<const char*> names);
 
 // One line per problem key: verified, pruned, failed.
 void PrintCounts(const std::map<std::string, VerifyCounts>& counts);

@@ -120,6 +120,29 @@ TEST(VerifierHostTest, ReferenceIsBitIdenticalForAnyThreadCount) {
   EXPECT_EQ(b1.dh0, b7.dh0);
 }
 
+// The same-bits-every-run check compares digests: one flipped bit anywhere
+// (here in the last, partial block) changes it, and the thread count does not.
+TEST(VerifierHostTest, BytesDigestSeesOneBitAndIgnoresTheThreadCount) {
+  std::vector<uint8_t> bytes((size_t{3} << 20) + 13);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  uint64_t one_thread;
+  {
+    ScopedHostThreads one(1);
+    one_thread = BytesDigest(bytes);
+  }
+  ScopedHostThreads many(5);
+  EXPECT_EQ(BytesDigest(bytes), one_thread);
+  std::vector<uint8_t> flipped = bytes;
+  flipped.back() ^= 0x10;
+  EXPECT_NE(BytesDigest(flipped), one_thread);
+  flipped = bytes;
+  flipped[(size_t{1} << 20) + 5] ^= 0x01;
+  EXPECT_NE(BytesDigest(flipped), one_thread);
+  // A shorter run of the same bytes is another digest, as is the empty one.
+  EXPECT_NE(BytesDigest(std::span<const uint8_t>(bytes.data(), bytes.size() - 8)), one_thread);
+  EXPECT_NE(BytesDigest({}), one_thread);
+}
+
 // LinearScanIo::Prepare gives the generated inputs' bytes and the float64
 // references of every output of the mode, and CheckTensor on jittered
 // "device" results gives the rel_err of a plain sequential comparison.
