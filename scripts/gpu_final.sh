@@ -43,6 +43,9 @@ SCANTUNE_TUNE="${LINEAR_TUNE:-linear_scan:bf16:fwd}" \
   grep -E "Passed|Failed|tests passed" "$top/tests/stdout.txt" | tail -8
   grep -E "problem|variant  |median" "$top/linear/select.txt" | paste - - - | awk '{$1=$1};1'
   grep -E "problem|variant  |median" "$top/mixer/select.txt" | paste - - - | awk '{$1=$1};1'
+  echo "deterministic selections:"
+  grep -hE "problem|variant  |median" "$top/linear/select_deterministic.txt" "$top/mixer/select_deterministic.txt" \
+    2>/dev/null | paste - - - | awk '{$1=$1};1'
   tail -32 "$top/mixer/mixer_table.txt"
   [ -f "$top/ssm/ssm_table.txt" ] && tail -40 "$top/ssm/ssm_table.txt"
 } 2>&1 | tee "$out_dir/summary.txt"

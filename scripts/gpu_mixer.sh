@@ -38,6 +38,8 @@ fi
 for op in rglru samu; do
   for shape in $shapes; do
     $cli select --op $op --shape $shape --dtype bf16 --mode fwd_bwd | tee -a "$out/select.txt" || status=1
+    $cli select --op $op --shape $shape --dtype bf16 --mode fwd_bwd --deterministic \
+      >>"$out/select_deterministic.txt" 2>&1
   done
 done
 

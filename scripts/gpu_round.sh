@@ -36,6 +36,8 @@ if [ "$what" = tune ] || [ "$what" = all ]; then
         ${SCANTUNE_VARIANTS:+--variants "$SCANTUNE_VARIANTS" --skip-unfit} \
         2>"$out/tune_${op}_${shape}_$mode.progress" | tee -a "$out/tune.txt"
       $cli select --op "$op" --shape "$shape" --dtype "$dtype" --mode "$mode" | tee -a "$out/select.txt"
+      $cli select --op "$op" --shape "$shape" --dtype "$dtype" --mode "$mode" --deterministic \
+        >>"$out/select_deterministic.txt" 2>&1
     done
   done
   $cli records --state OK --limit 1000 > "$out/records_ok.txt"
