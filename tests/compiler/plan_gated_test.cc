@@ -953,6 +953,60 @@ TEST(GatedPlan, ChunkedAtomicSumsHaveNoFinalize) {
                            DeviceLimits{}).ok());
 }
 
+// Deterministic (plan.h) by mode: sequential always; samu `chunked` where the mode's outputs come from its
+// fixed-order parts: its own forward (no _l look-back forward) for fwd, the rescan without _a1 (atomic
+// parameter sums) for bwd, both for fwd_bwd; lookback and fused never (look-back; fused's atomic meetings).
+TEST(GatedDeterministic, ByFamilyAndMode) {
+  struct Case {
+    Op op;
+    const char* variant;
+    bool enumerated;  // else run by name
+    bool fwd, bwd, fwd_bwd;
+  };
+  const Case cases[] = {
+      {Op::kRgLru, "sequential_v4_t64_p4", true, true, true, true},
+      {Op::kRgLru, "lookback_v2_t256_s8_i8_o2", true, false, false, false},
+      {Op::kRgLru, "lookback_v2_t256_s8_i16_o3", true, false, false, false},
+      {Op::kSamu, "sequential_v4_t64_p4", true, true, true, true},
+      {Op::kSamu, "lookback_v2_t256_s8_i8_o2", true, false, false, false},
+      {Op::kSamu, "fused_d64_s8_c128", true, false, false, false},
+      {Op::kSamu, "chunked_v8_t256_c32", true, true, true, true},
+      {Op::kSamu, "chunked_v8_t512_c128", true, true, true, true},
+      {Op::kSamu, "chunked_v8_t256_c32_l64", true, false, true, false},
+      {Op::kSamu, "chunked_v8_t256_c32_l64_y1_b5", true, false, true, false},
+      {Op::kSamu, "chunked_v8_t256_c32_l64_y1_b4_i32_a1", true, false, false, false},
+      {Op::kSamu, "chunked_v8_t256_c32_a1", false, true, false, false},
+      {Op::kSamu, "chunked_v8_t256_c32_y1", false, true, true, true},
+      {Op::kSamu, "chunked_v8_t256_c32_l64_y1_b4_i32", false, false, true, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(OpName(c.op)) + " " + c.variant);
+    const Variant v = RoundTrip(c.variant);
+    const std::vector<Variant> all = EnumerateVariants(c.op, false);
+    EXPECT_EQ(std::find(all.begin(), all.end(), v) != all.end(), c.enumerated);
+    EXPECT_EQ(Deterministic(v, MakeProblem(c.op, {4, 2048, 2048}, DType::kBF16, Mode::kFwd)), c.fwd);
+    EXPECT_EQ(Deterministic(v, MakeProblem(c.op, {4, 2048, 2048}, DType::kBF16, Mode::kBwd)), c.bwd);
+    EXPECT_EQ(Deterministic(v, MakeProblem(c.op, {4, 2048, 2048}, DType::kBF16, Mode::kFwdBwd)), c.fwd_bwd);
+  }
+  // Over the whole enumeration: lookback and fused never; each operator has a
+  // deterministic variant that can implement a seed shape in every mode.
+  for (Op op : kGatedOps) {
+    for (Mode mode : {Mode::kFwd, Mode::kBwd, Mode::kFwdBwd}) {
+      SCOPED_TRACE(std::string(OpName(op)) + " " + ModeName(mode));
+      const Problem p = MakeProblem(op, {4, 2048, 2048}, DType::kBF16, mode);
+      int implementable = 0;
+      for (const Variant& v : EnumerateVariants(op, false)) {
+        if (v.algorithm == Algorithm::kLookback || v.algorithm == Algorithm::kFused) {
+          EXPECT_FALSE(Deterministic(v, p)) << v.Name();
+        }
+        if (v.algorithm == Algorithm::kSequential) EXPECT_TRUE(Deterministic(v, p)) << v.Name();
+        implementable += Deterministic(v, p) && CanImplement(v, p, DeviceLimits{}).ok();
+      }
+      EXPECT_GE(implementable, 1);
+    }
+  }
+}
+
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
   const NvrtcCompiler compiler;
   std::vector<CompileRequest> requests;

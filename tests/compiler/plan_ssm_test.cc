@@ -107,6 +107,26 @@ TEST(SsmCanImplement, Rejections) {
       CanImplement(*Variant::Parse("fusedseg_d32_s4_c8_g256"), Ssm(1, 256 * 70000, 32, 16, Mode::kFwd), h200).ok());
 }
 
+// Deterministic (plan.h): every family's forward sums in fixed orders; every
+// backward adds dBm, dCm, dA, dD and ddelta_bias by float atomics.
+TEST(SsmDeterministic, ForwardOnly) {
+  std::set<Algorithm> families;
+  for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
+    families.insert(v.algorithm);
+    for (bool options : {false, true}) {
+      EXPECT_TRUE(Deterministic(v, Ssm(4, 2048, 1024, 16, Mode::kFwd, DType::kBF16, options))) << v.Name();
+      EXPECT_FALSE(Deterministic(v, Ssm(4, 2048, 1024, 16, Mode::kBwd, DType::kBF16, options))) << v.Name();
+      EXPECT_FALSE(Deterministic(v, Ssm(4, 2048, 1024, 16, Mode::kFwdBwd, DType::kBF16, options))) << v.Name();
+    }
+  }
+  EXPECT_EQ(families.size(), 5u);
+  for (const char* name : {"tscan_d8_w1_i4", "fused_d32_s4_c8", "fusedseg_d32_s4_c8_g256"}) {
+    const Variant v = *Variant::Parse(name);
+    EXPECT_TRUE(Deterministic(v, Ssm(1, 512, 256, 16, Mode::kFwd))) << name;
+    EXPECT_FALSE(Deterministic(v, Ssm(1, 512, 256, 16, Mode::kFwdBwd))) << name;
+  }
+}
+
 TEST(SsmMakePlan, LaunchesAndWorkspace) {
   const DeviceLimits h200;
   const Variant seg = *Variant::Parse("fusedseg_d32_s4_c8_g256");

@@ -1,6 +1,7 @@
 // Enumeration, CanImplement and MakePlan: the design space's size and
 // shape, explicit rejections with their reasons, and plans whose grids
 // cover the problem, with CUDA-legal dimensions and consistent workspaces.
+#include <map>
 #include <set>
 #include <string>
 
@@ -302,6 +303,33 @@ TEST(MakePlan, LookbackPipeGridAndSharedMemory) {
 
 TEST(MakePlan, RejectsWhatCanImplementRejects) {
   EXPECT_FALSE(MakePlan(Parsed("lookback_v4_t256_s24_i8"), MakeProblem(1, 64, 64), DeviceLimits()).ok());
+}
+
+// Deterministic (plan.h): sequential and chunked sum in fixed orders in every
+// mode; the look-back families compose whichever inclusive prefix they find
+// first, so their bits may differ from run to run.
+TEST(Deterministic, LinearScanSequentialAndChunkedOnly) {
+  const std::map<Algorithm, bool> deterministic = {{Algorithm::kSequential, true},
+                                                   {Algorithm::kChunked, true},
+                                                   {Algorithm::kLookback, false},
+                                                   {Algorithm::kLookbackSmem, false},
+                                                   {Algorithm::kLookbackPipe, false}};
+  std::set<Algorithm> seen;
+  for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
+    seen.insert(v.algorithm);
+    ASSERT_TRUE(deterministic.count(v.algorithm)) << v.Name();
+    for (Mode mode : {Mode::kFwd, Mode::kBwd, Mode::kFwdBwd}) {
+      EXPECT_EQ(Deterministic(v, MakeProblem(4, 2048, 2048, DType::kBF16, mode)), deterministic.at(v.algorithm))
+          << v.Name() << " " << ModeName(mode);
+    }
+  }
+  EXPECT_EQ(seen.size(), deterministic.size());
+  const Problem p = MakeProblem(4, 2048, 2048);
+  EXPECT_TRUE(Deterministic(Parsed("sequential_v8_t128_p4"), p));
+  EXPECT_TRUE(Deterministic(Parsed("chunked_v8_t128_c64"), p));
+  EXPECT_FALSE(Deterministic(Parsed("lookback_v8_t256_s8_i8"), p));
+  EXPECT_FALSE(Deterministic(Parsed("lookbacksmem_v4_t128_c64_i256_o2"), p));
+  EXPECT_FALSE(Deterministic(Parsed("lookbackpipe_v4_t256_c64_i128_b3"), p));
 }
 
 TEST(NameExpressions, InstancesPerFamilyAndDtype) {
