@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/variant.h"
+#include "db/schema.h"
 
 namespace scantune {
 namespace {
@@ -293,6 +294,76 @@ TEST_F(StoreTest, NewerSchemaVersionIsRefusedAndFileUntouched) {
   EXPECT_EQ(ReadFileBytes(path_), before);
   RawDb raw(path_);
   EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM records"), 1);
+}
+
+// A version-1 file (selections keyed without `deterministic`) opens as
+// version 2 with its selections kept as the ordinary ones; the rebuilt key
+// then holds a deterministic selection beside each.
+TEST_F(StoreTest, Version1FileMigratesKeepingItsSelectionsAsOrdinary) {
+  v1::Record a = MakeRecord(VariantName(128));
+  v1::Record b = MakeRecord(VariantName(256));
+  const std::vector<int64_t> ids = Commit({a, b}, MakeSelection(b, a.variant()), 1);
+  ASSERT_EQ(ids.size(), 2u);
+  v1::Record fwd = MakeRecord(VariantName(512), v1::OK, MakeProblem(4, 2048, 2048, v1::BF16, v1::FWD));
+  const std::vector<int64_t> fwd_ids = Commit({fwd}, MakeSelection(fwd), 0);
+  ASSERT_EQ(fwd_ids.size(), 1u);
+  store_.reset();
+  {
+    // Version 2 changed only the selections table: rebuild it from version 1's
+    // statements with the same rows, and mark the file version 1.
+    RawDb raw(path_);
+    raw.Exec("ALTER TABLE selections RENAME TO selections_of_v2");
+    raw.Exec("DROP INDEX selections_by_family");
+    raw.Exec(db::kCreateSelections);
+    raw.Exec(db::kCreateSelectionsFamilyIndex);
+    const std::string columns =
+        "device_model, op, batch, length, width, dtype, mode, has_h0, variant, record_id, median_ms, runner_up,"
+        " margin_pct, decided_by, fingerprint, updated_at, selection";
+    raw.Exec("INSERT INTO selections (" + columns + ") SELECT " + columns + " FROM selections_of_v2");
+    raw.Exec("DROP TABLE selections_of_v2");
+    raw.Exec("UPDATE meta SET value = '1' WHERE key = 'schema_version'");
+    ASSERT_EQ(raw.QueryInt("SELECT count(*) FROM pragma_table_info('selections') WHERE name = 'deterministic'"), 0);
+    ASSERT_EQ(raw.QueryInt("SELECT count(*) FROM selections"), 2);
+  }
+
+  OpenStore();
+  EXPECT_EQ(store_->schema_version(), 2);
+  {
+    RawDb raw(path_);
+    EXPECT_EQ(raw.QueryText("SELECT value FROM meta WHERE key = 'schema_version'"), "2");
+    EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM selections WHERE deterministic = 0"), 2);
+    EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM selections"), 2);
+    EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM sqlite_master WHERE name = 'selections_of_v2'"), 0);
+    EXPECT_NE(raw.QueryText("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'selections_by_family'")
+                  .find("deterministic"),
+              std::string::npos);
+  }
+  const Problem problem = ToProblem(MakeProblem());
+  auto ordinary = store_->GetSelection("NVIDIA H200", problem, false);
+  ASSERT_TRUE(ordinary.ok()) << ordinary.status().ToString();
+  ASSERT_TRUE(ordinary->has_value());
+  EXPECT_EQ((*ordinary)->variant(), b.variant());
+  EXPECT_EQ((*ordinary)->record_id(), ids[1]);
+  EXPECT_EQ((*ordinary)->runner_up(), a.variant());
+  EXPECT_FALSE((*ordinary)->deterministic());
+  auto fwd_selection = store_->GetSelection("NVIDIA H200", ToProblem(fwd.problem()), false);
+  ASSERT_TRUE(fwd_selection.ok() && fwd_selection->has_value());
+  EXPECT_EQ((*fwd_selection)->record_id(), fwd_ids[0]);
+  auto none = store_->GetSelection("NVIDIA H200", problem, true);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_FALSE(none->has_value());
+
+  v1::Record c = MakeRecord(VariantName(64));
+  v1::Selection deterministic = MakeSelection(c);
+  deterministic.set_deterministic(true);
+  const std::vector<int64_t> c_ids = Commit({c}, deterministic, 0);
+  ASSERT_EQ(c_ids.size(), 1u);
+  auto both = store_->GetSelection("NVIDIA H200", problem, true);
+  ASSERT_TRUE(both.ok() && both->has_value());
+  EXPECT_EQ((*both)->record_id(), c_ids[0]);
+  ordinary = store_->GetSelection("NVIDIA H200", problem, false);
+  ASSERT_TRUE(ordinary.ok() && ordinary->has_value());
+  EXPECT_EQ((*ordinary)->record_id(), ids[1]) << "the migrated row is kept beside the deterministic one";
 }
 
 TEST_F(StoreTest, ForeignDatabaseIsRefused) {
@@ -716,6 +787,102 @@ TEST_F(StoreTest, ListSelectionsReturnsTheFamilyForNearestShapeLookup) {
   auto none = store_->ListSelections("NVIDIA A100", like);
   ASSERT_TRUE(none.ok());
   EXPECT_TRUE(none->empty());
+}
+
+// ---- deterministic selections ------------------------------------------------
+
+TEST_F(StoreTest, DeterministicAndOrdinarySelectionsOfOneProblemCoexist) {
+  v1::Record a = MakeRecord(VariantName(128));
+  v1::Record b = MakeRecord(VariantName(256));
+  const std::vector<int64_t> first = Commit({a, b}, MakeSelection(b), 1);
+  ASSERT_EQ(first.size(), 2u);
+  v1::Selection deterministic = MakeSelection(a);
+  deterministic.set_deterministic(true);
+  const std::vector<int64_t> second = Commit({a}, deterministic, 0);
+  ASSERT_EQ(second.size(), 1u);
+
+  const Problem problem = ToProblem(MakeProblem());
+  auto ordinary = store_->GetSelection("NVIDIA H200", problem, false);
+  ASSERT_TRUE(ordinary.ok() && ordinary->has_value());
+  EXPECT_EQ((*ordinary)->variant(), b.variant());
+  EXPECT_EQ((*ordinary)->record_id(), first[1]);
+  EXPECT_FALSE((*ordinary)->deterministic());
+  auto chosen = store_->GetSelection("NVIDIA H200", problem, true);
+  ASSERT_TRUE(chosen.ok() && chosen->has_value());
+  EXPECT_EQ((*chosen)->variant(), a.variant());
+  EXPECT_EQ((*chosen)->record_id(), second[0]);
+  EXPECT_TRUE((*chosen)->deterministic());
+  EXPECT_EQ(store_->GetSelection("NVIDIA H200", problem)->value().record_id(), first[1]) << "the default is ordinary";
+
+  // A later deterministic commit replaces only the deterministic one.
+  v1::Record c = MakeRecord(VariantName(512));
+  v1::Selection replaced = MakeSelection(c);
+  replaced.set_deterministic(true);
+  const std::vector<int64_t> third = Commit({c}, replaced, 0);
+  ASSERT_EQ(third.size(), 1u);
+  EXPECT_EQ(store_->GetSelection("NVIDIA H200", problem, true)->value().record_id(), third[0]);
+  EXPECT_EQ(store_->GetSelection("NVIDIA H200", problem, false)->value().record_id(), first[1]);
+
+  auto ordinary_family = store_->ListSelections("NVIDIA H200", problem, false);
+  auto deterministic_family = store_->ListSelections("NVIDIA H200", problem, true);
+  ASSERT_TRUE(ordinary_family.ok() && deterministic_family.ok());
+  ASSERT_EQ(ordinary_family->size(), 1u);
+  ASSERT_EQ(deterministic_family->size(), 1u);
+  EXPECT_EQ(ordinary_family->front().variant(), b.variant());
+  EXPECT_EQ(deterministic_family->front().variant(), c.variant());
+  RawDb raw(path_);
+  EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM selections"), 2);
+  EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM selections WHERE deterministic = 1"), 1);
+}
+
+TEST_F(StoreTest, CommitResultsStoresBothSelectionsInOneTransaction) {
+  v1::Record a = MakeRecord(VariantName(128));
+  v1::Record b = MakeRecord(VariantName(256));
+  v1::Record c = MakeRecord(VariantName(512));
+  v1::Selection deterministic = MakeSelection(c, a.variant());
+  deterministic.set_deterministic(true);
+  auto ids = store_->CommitResults({a, b, c}, {SelectionUpdate{MakeSelection(b), 1}, SelectionUpdate{deterministic, 2}});
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  ASSERT_EQ(ids->size(), 3u);
+  const Problem problem = ToProblem(MakeProblem());
+  auto ordinary = store_->GetSelection("NVIDIA H200", problem, false);
+  auto chosen = store_->GetSelection("NVIDIA H200", problem, true);
+  ASSERT_TRUE(ordinary.ok() && ordinary->has_value());
+  ASSERT_TRUE(chosen.ok() && chosen->has_value());
+  EXPECT_EQ((*ordinary)->variant(), b.variant());
+  EXPECT_EQ((*ordinary)->record_id(), (*ids)[1]);
+  EXPECT_EQ((*chosen)->variant(), c.variant());
+  EXPECT_EQ((*chosen)->record_id(), (*ids)[2]);
+  EXPECT_EQ((*chosen)->runner_up(), a.variant());
+  EXPECT_TRUE((*chosen)->deterministic());
+  EXPECT_EQ((*chosen)->fingerprint(), FingerprintOf(c));
+
+  // A bad second update is refused before anything is written.
+  RawDb raw(path_);
+  const v1::Problem fwd = MakeProblem(4, 2048, 2048, v1::BF16, v1::FWD);
+  v1::Record d = MakeRecord(VariantName(64), v1::OK, fwd);
+  v1::Record e = MakeRecord(VariantName(32), v1::OK, fwd);
+  v1::Selection e_deterministic = MakeSelection(e);
+  e_deterministic.set_deterministic(true);
+  auto refused =
+      store_->CommitResults({d, e}, {SelectionUpdate{MakeSelection(d), 0}, SelectionUpdate{e_deterministic, 2}});
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument) << refused.status().ToString();
+  EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM records"), 3);
+
+  // The deterministic upsert fails after the ordinary one ran: neither lands, nor do the records.
+  raw.Exec("CREATE TRIGGER inject_deterministic BEFORE INSERT ON selections WHEN NEW.deterministic = 1"
+           " BEGIN SELECT RAISE(ABORT, 'injected'); END");
+  auto failed =
+      store_->CommitResults({d, e}, {SelectionUpdate{MakeSelection(d), 0}, SelectionUpdate{e_deterministic, 1}});
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("injected"), std::string::npos) << failed.status().ToString();
+  EXPECT_NE(failed.status().message().find("deterministic selection"), std::string::npos)
+      << failed.status().ToString();
+  EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM records"), 3);
+  auto after = store_->GetSelection("NVIDIA H200", ToProblem(fwd), false);
+  ASSERT_TRUE(after.ok());
+  EXPECT_FALSE(after->has_value()) << "the ordinary upsert is rolled back with the deterministic one";
+  raw.Exec("DROP TRIGGER inject_deterministic");
 }
 
 TEST(FingerprintTest, Format) {

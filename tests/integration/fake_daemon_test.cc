@@ -49,6 +49,12 @@ std::string Join(const std::vector<std::string>& items) {
   return text;
 }
 
+// head followed by tail (CLI arguments).
+std::vector<std::string> With(std::vector<std::string> head, const std::vector<std::string>& tail) {
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
 class FakeDaemonTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -83,11 +89,6 @@ class FakeDaemonTest : public ::testing::Test {
   static std::vector<std::string> ProblemFlags() {
     return {"--op", "linear_scan", "--shape", kShape, "--dtype", "bf16", "--mode", "fwd_bwd"};
   }
-  static std::vector<std::string> With(std::vector<std::string> head, const std::vector<std::string>& tail) {
-    head.insert(head.end(), tail.begin(), tail.end());
-    return head;
-  }
-
   static TestDaemon* daemon_;
   static std::vector<std::string>* variants_;
 };
@@ -383,6 +384,119 @@ TEST_F(BenchmarkTest, RecordsCarryTheirSeedAndBenchRepeatsIt) {
   CommandResult stored = daemon_->Cli({"record", "--json", std::to_string(second.records(0).id())});
   ASSERT_EQ(stored.exit_code, 0) << stored.err;
   EXPECT_EQ(ParseJson<v1::Record>(stored.out).seed(), seed);
+}
+
+// Deterministic selections end to end: one variant per linear_scan family,
+// the look-back ones pinned fastest, so the ordinary selection is a look-back
+// one and the deterministic one (chunked, faster than sequential) differs.
+class DeterministicDaemonTest : public OwnDaemonTest {
+ protected:
+  void SetUp() override {
+    std::string times;
+    double lookback_ms = 0.2;
+    for (const std::string& name : RealVariants()) {
+      const Algorithm algorithm = Variant::Parse(name)->algorithm;
+      double ms = 0;
+      if (algorithm == Algorithm::kSequential) {
+        ms = 0.9;
+      } else if (algorithm == Algorithm::kChunked) {
+        ms = 0.6;
+        chunked_ = name;
+      } else {
+        ms = lookback_ms;
+        lookback_ms += 0.05;
+        lookback_.push_back(name);
+      }
+      variants_.push_back(name);
+      times += (times.empty() ? "" : ",") + name + "=" + std::to_string(ms);
+    }
+    ASSERT_FALSE(chunked_.empty());
+    ASSERT_FALSE(lookback_.empty());
+    TestDaemonOptions options;
+    options.worker = SCANTUNE_FAKE_WORKER_PATH;
+    options.env = {{"SCANTUNE_FAKE_TIMES", times}};
+    StartDaemon(options);
+  }
+  static std::vector<std::string> ProblemFlags(const std::string& shape) {
+    return {"--op", "linear_scan", "--shape", shape, "--dtype", "bf16", "--mode", "fwd_bwd"};
+  }
+  static v1::Problem ProblemOf(const std::string& shape) {
+    Problem problem;
+    problem.op = Op::kLinearScan;
+    problem.shape = *ParseShape(shape);
+    problem.dtype = DType::kBF16;
+    problem.mode = Mode::kFwdBwd;
+    return ToProto(problem);
+  }
+  std::vector<std::string> variants_, lookback_;
+  std::string chunked_;
+};
+
+TEST_F(DeterministicDaemonTest, SelectOverGrpcAndTheCliAnswersTheDeterministicSelection) {
+  CommandResult tune = daemon_->Cli(With({"tune"}, With(ProblemFlags(kShape), {"--variants", Join(variants_)})));
+  ASSERT_EQ(tune.exit_code, 0) << tune.err << "\ndaemon log:\n" << daemon_->Log();
+  EXPECT_THAT(tune.err, HasSubstr("deterministic selection: " + chunked_)) << "the DONE line names it";
+
+  std::unique_ptr<ScantuneClient> client = daemon_->Client();
+  v1::SelectRequest select;
+  *select.mutable_problem() = ProblemOf(kShape);
+  select.set_deterministic(true);
+  StatusOr<v1::Selection> deterministic = client->Select(select);
+  ASSERT_TRUE(deterministic.ok()) << deterministic.status().ToString();
+  EXPECT_EQ(deterministic->variant(), chunked_);
+  EXPECT_TRUE(deterministic->deterministic());
+  EXPECT_FALSE(deterministic->stale());
+  EXPECT_GT(deterministic->record_id(), 0);
+  select.set_deterministic(false);
+  StatusOr<v1::Selection> ordinary = client->Select(select);
+  ASSERT_TRUE(ordinary.ok()) << ordinary.status().ToString();
+  EXPECT_EQ(ordinary->variant(), lookback_.front());
+  EXPECT_FALSE(ordinary->deterministic());
+  EXPECT_NE(ordinary->record_id(), deterministic->record_id());
+
+  CommandResult json = daemon_->Cli(With({"select", "--json", "--deterministic"}, ProblemFlags(kShape)));
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto selection = ParseJson<v1::Selection>(json.out);
+  EXPECT_EQ(selection.variant(), chunked_);
+  EXPECT_TRUE(selection.deterministic());
+  EXPECT_EQ(selection.record_id(), deterministic->record_id());
+  CommandResult table = daemon_->Cli(With({"select", "--deterministic"}, ProblemFlags(kShape)));
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr(chunked_));
+  EXPECT_THAT(table.out, HasSubstr("DETERMINISTIC"));
+  CommandResult plain = daemon_->Cli(With({"select", "--json"}, ProblemFlags(kShape)));
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_EQ(ParseJson<v1::Selection>(plain.out).variant(), lookback_.front());
+
+  CommandResult kernel = daemon_->Cli(With({"kernel", "--json", "--deterministic"}, ProblemFlags(kShape)));
+  ASSERT_EQ(kernel.exit_code, 0) << kernel.err;
+  auto response = ParseJson<v1::KernelResponse>(kernel.out);
+  EXPECT_EQ(response.variant(), chunked_);
+  EXPECT_TRUE(response.selection().deterministic());
+  EXPECT_FALSE(response.cubin().empty());
+}
+
+TEST_F(DeterministicDaemonTest, NoDeterministicCandidateIsNotFoundOverGrpcAndTheCli) {
+  const std::string shape = "2x512x512";
+  CommandResult tune = daemon_->Cli(With({"tune"}, With(ProblemFlags(shape), {"--variants", Join(lookback_)})));
+  ASSERT_EQ(tune.exit_code, 0) << tune.err << "\ndaemon log:\n" << daemon_->Log();
+
+  v1::SelectRequest select;
+  *select.mutable_problem() = ProblemOf(shape);
+  select.set_deterministic(true);
+  StatusOr<v1::Selection> miss = daemon_->Client()->Select(select);
+  ASSERT_FALSE(miss.ok());
+  EXPECT_EQ(miss.status().code(), StatusCode::kNotFound) << miss.status().ToString();
+  EXPECT_THAT(miss.status().message(), HasSubstr("no deterministic selection for"));
+  EXPECT_THAT(miss.status().message(), HasSubstr(lookback_.front() + " is not deterministic"));
+
+  CommandResult cli = daemon_->Cli(With({"select", "--deterministic"}, ProblemFlags(shape)));
+  EXPECT_EQ(cli.exit_code, 1);
+  EXPECT_THAT(cli.err, HasSubstr("NOT_FOUND"));
+  EXPECT_THAT(cli.err, HasSubstr("is not deterministic"));
+  CommandResult ordinary = daemon_->Cli(With({"select", "--json"}, ProblemFlags(shape)));
+  ASSERT_EQ(ordinary.exit_code, 0) << ordinary.err;
+  EXPECT_EQ(ParseJson<v1::Selection>(ordinary.out).variant(), lookback_.front());
 }
 
 // A client that goes away mid-tune stops getting progress; the job itself

@@ -15,6 +15,7 @@
 
 #include "compiler/kernel_sources.h"
 #include "compiler/nvrtc_compiler.h"
+#include "compiler/plan.h"
 #include "db/store.h"
 
 namespace scantune {
@@ -308,6 +309,126 @@ TEST_F(EngineTest, SelectPolicies) {
 
 }
 
+// A tune stores a second selection made among the deterministic variants
+// (sequential and chunked for linear_scan); Select and GetKernel with
+// `deterministic` answer it. retime_top 1: the fastest of all and the fastest
+// deterministic one are re-timed, and both selections come from the re-timing.
+TEST_F(EngineTest, TuneStoresTheDeterministicSelectionBesideTheOrdinaryOne) {
+  ::setenv("SCANTUNE_FAKE_TIMES", "lookback_v4_t256_s8_i8=0.3,chunked_v4_t128_c64=0.6,sequential_v2_t128_p2=0.9", 1);
+  options_.retime_top = 1;
+  Start();
+  ProgressLog progress;
+  StatusOr<v1::Selection> tuned = engine_->Tune(TuneOf(SmallProblem(), {kSeq, kChunked, kLookback}), progress.fn());
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->variant(), kLookback);
+  EXPECT_FALSE(tuned->deterministic());
+  bool noted = false;
+  {
+    std::lock_guard<std::mutex> lock(progress.mu);
+    for (const v1::TuneProgress& p : progress.all) {
+      if (p.stage() == v1::TuneProgress::DONE) {
+        noted = p.message().find(std::string("deterministic selection: ") + kChunked) != std::string::npos;
+      }
+    }
+  }
+  EXPECT_TRUE(noted) << "DONE names the deterministic selection";
+
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem();
+  select.set_deterministic(true);
+  StatusOr<v1::Selection> chosen = engine_->Select(select);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+  EXPECT_EQ(chosen->variant(), kChunked);
+  EXPECT_TRUE(chosen->deterministic());
+  EXPECT_FALSE(chosen->stale());
+  EXPECT_EQ(chosen->fingerprint(), tuned->fingerprint());
+  StatusOr<Problem> problem = ProblemFromProto(SmallProblem());
+  ASSERT_TRUE(problem.ok());
+  StatusOr<Variant> variant = Variant::Parse(chosen->variant());
+  ASSERT_TRUE(variant.ok());
+  EXPECT_TRUE(Deterministic(*variant, *problem));
+  StatusOr<v1::Record> winner = engine_->GetRecord(chosen->record_id());
+  ASSERT_TRUE(winner.ok()) << winner.status().ToString();
+  EXPECT_EQ(winner->variant(), kChunked);
+  EXPECT_EQ(winner->origin(), "retime");
+  EXPECT_EQ(winner->job_id(), engine_->GetRecord(tuned->record_id())->job_id()) << "one job, one commit";
+
+  std::map<std::string, int> retimed;
+  for (const v1::Record& r : AllRecords()) retimed[r.variant()] += r.origin() == "retime";
+  EXPECT_EQ(retimed, (std::map<std::string, int>{{kLookback, 1}, {kChunked, 1}, {kSeq, 0}}));
+
+  select.set_deterministic(false);
+  StatusOr<v1::Selection> ordinary = engine_->Select(select);
+  ASSERT_TRUE(ordinary.ok());
+  EXPECT_EQ(ordinary->variant(), kLookback);
+  EXPECT_FALSE(ordinary->deterministic());
+
+  v1::GetKernelRequest kernel_request;
+  *kernel_request.mutable_problem() = SmallProblem();
+  kernel_request.set_deterministic(true);
+  StatusOr<v1::KernelResponse> kernel = engine_->GetKernel(kernel_request);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
+  EXPECT_EQ(kernel->variant(), kChunked);
+  EXPECT_TRUE(kernel->selection().deterministic());
+}
+
+// Only look-back candidates: the ordinary selection is stored, no
+// deterministic one, and asking for it is NOT_FOUND saying why.
+TEST_F(EngineTest, NoDeterministicCandidateNoDeterministicSelection) {
+  Start();
+  ProgressLog progress;
+  StatusOr<v1::Selection> tuned = engine_->Tune(TuneOf(SmallProblem(), {kLookback}), progress.fn());
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->variant(), kLookback);
+  bool noted = false;
+  {
+    std::lock_guard<std::mutex> lock(progress.mu);
+    for (const v1::TuneProgress& p : progress.all) {
+      noted |= p.stage() == v1::TuneProgress::DONE && p.message() == "no deterministic variant is legal here";
+    }
+  }
+  EXPECT_TRUE(noted);
+
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem();
+  select.set_deterministic(true);
+  StatusOr<v1::Selection> miss = engine_->Select(select);
+  ASSERT_FALSE(miss.ok());
+  EXPECT_EQ(miss.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(miss.status().message().find("no deterministic selection for linear_scan/2x256x256/fp32/fwd"),
+            std::string::npos)
+      << miss.status().message();
+  EXPECT_NE(miss.status().message().find(std::string(kLookback) + " is not deterministic"), std::string::npos)
+      << miss.status().message();
+  select.set_deterministic(false);
+  EXPECT_TRUE(engine_->Select(select).ok());
+}
+
+// A database from before deterministic selections: the ordinary selection
+// answers a deterministic Select where its variant is deterministic itself,
+// and is NOT_FOUND (naming it) where it is not.
+TEST_F(EngineTest, DeterministicSelectOverSelectionsTunedBeforeThem) {
+  SeedSelection(SmallProblem(256), kSeq, "driver=13000;nvrtc=old;src=old", FakeDeviceInfo());
+  SeedSelection(SmallProblem(512), kLookback, "driver=13000;nvrtc=old;src=old", FakeDeviceInfo());
+  Start();
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem(256);
+  select.set_deterministic(true);
+  StatusOr<v1::Selection> sequential = engine_->Select(select);
+  ASSERT_TRUE(sequential.ok()) << sequential.status().ToString();
+  EXPECT_EQ(sequential->variant(), kSeq);
+  EXPECT_TRUE(sequential->deterministic());
+
+  *select.mutable_problem() = SmallProblem(512);
+  StatusOr<v1::Selection> lookback = engine_->Select(select);
+  ASSERT_FALSE(lookback.ok());
+  EXPECT_EQ(lookback.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(lookback.status().message().find(std::string("its selection ") + kLookback + " is not deterministic"),
+            std::string::npos)
+      << lookback.status().message();
+  EXPECT_NE(lookback.status().message().find("re-tune it"), std::string::npos) << lookback.status().message();
+}
+
 // TUNE_NOW tunes every variant that can implement the shape (about a hundred
 // NVRTC compiles): the slowest test here.
 TEST_F(EngineTest, SelectTuneNowTunesTheMissingShape) {
@@ -323,6 +444,33 @@ TEST_F(EngineTest, SelectTuneNowTunesTheMissingShape) {
   EXPECT_TRUE(progress.stages().count(v1::TuneProgress::DONE));
   miss.set_on_miss(v1::NOT_FOUND);
   EXPECT_TRUE(engine_->Select(miss).ok());
+
+  // Every variant was tuned: the deterministic selection is stored too.
+  miss.set_deterministic(true);
+  StatusOr<v1::Selection> deterministic = engine_->Select(miss);
+  ASSERT_TRUE(deterministic.ok()) << deterministic.status().ToString();
+  EXPECT_TRUE(deterministic->deterministic());
+  EXPECT_TRUE(Deterministic(*Variant::Parse(deterministic->variant()), *ProblemFromProto(SmallProblem(1024))))
+      << deterministic->variant();
+
+  // A fresh ordinary selection that is not deterministic, and no deterministic
+  // one (a problem tuned before they were kept): TUNE_NOW with deterministic
+  // re-tunes it (forced past the fresh one) rather than answer NOT_FOUND. The
+  // compile cache the tune above filled makes this one quick.
+  SeedSelection(SmallProblem(2048), kLookback, tuned->fingerprint(), FakeDeviceInfo());
+  const size_t before = AllRecords().size();
+  v1::SelectRequest old;
+  *old.mutable_problem() = SmallProblem(2048);
+  old.set_deterministic(true);
+  ASSERT_EQ(engine_->Select(old).status().code(), StatusCode::kNotFound);
+  old.set_on_miss(v1::TUNE_NOW);
+  StatusOr<v1::Selection> retuned = engine_->Select(old);
+  ASSERT_TRUE(retuned.ok()) << retuned.status().ToString();
+  EXPECT_TRUE(retuned->deterministic());
+  EXPECT_FALSE(retuned->stale());
+  EXPECT_TRUE(Deterministic(*Variant::Parse(retuned->variant()), *ProblemFromProto(SmallProblem(2048))))
+      << retuned->variant();
+  EXPECT_GT(AllRecords().size(), before);
 }
 
 TEST_F(EngineTest, SelectionUnderAnOldFingerprintIsStale) {

@@ -110,7 +110,8 @@ class SelectorFindTest : public ::testing::Test {
     return p;
   }
 
-  void Put(const Problem& problem, const std::string& variant, const std::string& fingerprint) {
+  void Put(const Problem& problem, const std::string& variant, const std::string& fingerprint,
+           bool deterministic = false) {
     v1::Record record;
     record.mutable_device()->set_name("Model X");
     record.mutable_device()->set_uuid("GPU-x");
@@ -126,6 +127,7 @@ class SelectorFindTest : public ::testing::Test {
     selection.set_median_ms(1.0);
     selection.set_fingerprint(fingerprint);
     selection.set_decided_by(kDecidedFaster);
+    selection.set_deterministic(deterministic);
     ASSERT_TRUE(store_->CommitResults({record}, selection, 0).ok());
   }
 
@@ -195,6 +197,76 @@ TEST_F(SelectorFindTest, SameQuestionSameAnswer) {
     EXPECT_EQ(s->variant(), first);
   }
   EXPECT_EQ(first, "sequential_v2_t128_p2");  // the smaller shape wins a tie
+}
+
+TEST_F(SelectorFindTest, DeterministicAnswersFromTheDeterministicSelection) {
+  Put(MakeProblem(4, 2048, 2048), "lookback_v4_t256_s8_i8", "fp-now");
+  Put(MakeProblem(4, 2048, 2048), "chunked_v4_t128_c64", "fp-now", /*deterministic=*/true);
+  Selector selector(store_.get());
+  StatusOr<v1::Selection> chosen =
+      selector.Find("Model X", "fp-now", MakeProblem(4, 2048, 2048), v1::NOT_FOUND, /*deterministic=*/true);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+  EXPECT_EQ(chosen->variant(), "chunked_v4_t128_c64");
+  EXPECT_TRUE(chosen->deterministic());
+  EXPECT_FALSE(chosen->stale());
+  StatusOr<v1::Selection> ordinary = selector.Find("Model X", "fp-now", MakeProblem(4, 2048, 2048), v1::NOT_FOUND);
+  ASSERT_TRUE(ordinary.ok());
+  EXPECT_EQ(ordinary->variant(), "lookback_v4_t256_s8_i8");
+  EXPECT_FALSE(ordinary->deterministic());
+  StatusOr<v1::Selection> stale =
+      selector.Find("Model X", "fp-later", MakeProblem(4, 2048, 2048), v1::NOT_FOUND, /*deterministic=*/true);
+  ASSERT_TRUE(stale.ok());
+  EXPECT_TRUE(stale->stale());
+}
+
+// A problem tuned before deterministic selections were kept has only its
+// ordinary one: that answers where its variant is deterministic itself.
+TEST_F(SelectorFindTest, DeterministicFallsBackToADeterministicOrdinaryVariant) {
+  Put(MakeProblem(4, 2048, 2048), "sequential_v2_t128_p2", "fp-now");
+  StatusOr<v1::Selection> chosen = Selector(store_.get())
+                                       .Find("Model X", "fp-now", MakeProblem(4, 2048, 2048), v1::NOT_FOUND,
+                                             /*deterministic=*/true);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+  EXPECT_EQ(chosen->variant(), "sequential_v2_t128_p2");
+  EXPECT_TRUE(chosen->deterministic());
+}
+
+TEST_F(SelectorFindTest, DeterministicMissOverANonDeterministicSelectionSaysWhy) {
+  Put(MakeProblem(4, 2048, 2048), "lookback_v4_t256_s8_i8", "fp-now");
+  Selector selector(store_.get());
+  StatusOr<v1::Selection> miss =
+      selector.Find("Model X", "fp-now", MakeProblem(4, 2048, 2048), v1::NOT_FOUND, /*deterministic=*/true);
+  ASSERT_FALSE(miss.ok());
+  EXPECT_EQ(miss.status().code(), StatusCode::kNotFound);
+  const std::string message = miss.status().message();
+  EXPECT_NE(message.find("no deterministic selection for linear_scan/4x2048x2048/bf16/fwd"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("lookback_v4_t256_s8_i8 is not deterministic"), std::string::npos) << message;
+  EXPECT_NE(message.find("force"), std::string::npos) << message;
+
+  // Nothing tuned at all: the ordinary miss's advice, named deterministic.
+  StatusOr<v1::Selection> untuned =
+      selector.Find("Model X", "fp-now", MakeProblem(4, 1024, 2048), v1::NOT_FOUND, /*deterministic=*/true);
+  ASSERT_FALSE(untuned.ok());
+  EXPECT_EQ(untuned.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(untuned.status().message().find("no deterministic selection for linear_scan/4x1024x2048/bf16/fwd"),
+            std::string::npos)
+      << untuned.status().message();
+  EXPECT_EQ(untuned.status().message().find("is not deterministic"), std::string::npos) << untuned.status().message();
+  EXPECT_NE(untuned.status().message().find("TUNE_NOW"), std::string::npos);
+}
+
+TEST_F(SelectorFindTest, DeterministicNearestLooksOnlyAtDeterministicSelections) {
+  Put(MakeProblem(4, 4096, 2048), "lookback_v4_t256_s8_i8", "fp-now");
+  Put(MakeProblem(4, 512, 2048), "chunked_v4_t128_c64", "fp-now", /*deterministic=*/true);
+  StatusOr<v1::Selection> near = Selector(store_.get())
+                                     .Find("Model X", "fp-now", MakeProblem(4, 3000, 2048), v1::NEAREST,
+                                           /*deterministic=*/true);
+  ASSERT_TRUE(near.ok()) << near.status().ToString();
+  EXPECT_EQ(near->variant(), "chunked_v4_t128_c64");
+  EXPECT_TRUE(near->nearest());
+  EXPECT_TRUE(near->deterministic());
+  EXPECT_EQ(near->tuned_shape().length(), 512u);
 }
 
 }  // namespace
