@@ -47,13 +47,15 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
               {'t', &Variant::threads},
               {'s', &Variant::segments},
               {'i', &Variant::items},
-              {'o', &Variant::order, true}};
+              {'o', &Variant::order, true},
+              {'d', &Variant::chained, true}};
     case Algorithm::kLookbackSmem:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},
               {'c', &Variant::strip},
               {'i', &Variant::tile},
-              {'o', &Variant::order, true}};
+              {'o', &Variant::order, true},
+              {'d', &Variant::chained, true}};
     case Algorithm::kLookbackPipe:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},
@@ -187,7 +189,7 @@ size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
   for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm,
                    v.order, v.dim_block, v.state_split, v.segment, v.save_every, v.h_from_y,
-                   v.fwd_blocks, v.fwd_items, v.atomic_sums}) {
+                   v.fwd_blocks, v.fwd_items, v.atomic_sums, v.chained}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

@@ -58,6 +58,10 @@ struct Variant {
                         // kTimeScan: dim_block (channels per block), segments (warps along time per channel),
                         // items (timesteps per lane), state_split (warps per channel along states; 0: one,
                         // and no "_s" in the name)
+  int chained = 0;      // kLookbackSmem (linear_scan) and kLookback (rglru) with the packed look-back (order >= 2):
+                        // 1 ("_d1"): each tile takes only its predecessor's inclusive state, never an aggregate
+                        // (a chained scan): the carries compose in one order, so every output has the same bits
+                        // on every run (Deterministic), at a round trip per tile on each chain's critical path
   int atomic_sums = 0;  // kChunked (samu): 1 ("_a1"): the backward rescan adds its parameter and controller
                         // partials into the gradients by atomics (no finalize kernel; the order of the fp32
                         // additions varies from run to run); 0: partials per block, summed in a fixed order

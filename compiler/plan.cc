@@ -73,6 +73,11 @@ struct SmemPoint {
 };
 constexpr SmemPoint kLaterOrderPoints[] = {
     {128, 64, 256, 3}, {256, 64, 256, 3}, {128, 64, 256, 5}, {128, 64, 256, 7}, {256, 64, 256, 7}};
+// _d1: the chained look-back (each tile takes only its predecessor's
+// inclusive state: Deterministic), for the deterministic selection only: the
+// fwd_bwd winners' twins, and tile 512 (half the round trips per chain; its
+// _o2 does not spill, where t128's 16-bit _o2 spills 8-24 bytes).
+constexpr SmemPoint kChainedPoints[] = {{128, 64, 256, 3}, {256, 64, 256, 3}, {256, 64, 512, 2}};
 
 // lookbackpipe: {threads, strip, tile, blocks per SM (at most)}, all vec 4.
 // bf16 per block: two buffers of 2 (fwd) / 3 (bwd) x strip x tile x 2 B.
@@ -107,7 +112,7 @@ const char* TypeName(DType dtype) {
   return "float";
 }
 
-std::string Instance(const char* kernel, DType dtype, std::initializer_list<int> knobs) {
+std::string Instance(const char* kernel, DType dtype, const std::vector<int>& knobs) {
   std::string name = std::string(kernel) + "<" + TypeName(dtype);
   for (int knob : knobs) name += ", " + std::to_string(knob);
   return name + ">";
@@ -292,6 +297,10 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
     variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
                         .tile = k.tile, .order = k.order});
   }
+  for (const SmemPoint& k : kChainedPoints) {
+    variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
+                        .tile = k.tile, .order = k.order, .chained = 1});
+  }
   for (const PipeKnobs& k : kPipeVariants) {
     variants.push_back({.algorithm = Algorithm::kLookbackPipe, .vec = kPipeVec, .threads = k.threads, .strip = k.strip,
                         .tile = k.tile, .blocks_per_sm = k.blocks_per_sm});
@@ -309,8 +318,9 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
 
 bool Deterministic(const Variant& v, const Problem& problem) {
   if (const OpPlanner* planner = PlannerFor(problem.op)) return planner->Deterministic(v, problem);
-  // linear_scan: the look-back families stop at the first published inclusive prefix.
-  return v.algorithm == Algorithm::kSequential || v.algorithm == Algorithm::kChunked;
+  // linear_scan: the look-back families stop at the first published inclusive prefix, but for _d1's chained one.
+  return v.algorithm == Algorithm::kSequential || v.algorithm == Algorithm::kChunked ||
+         (v.algorithm == Algorithm::kLookbackSmem && v.chained != 0);
 }
 
 Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) {
@@ -348,6 +358,10 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       if (v.order != 0) {
         return InvalidArgument("order " + std::to_string(v.order) + " not 0 (linear_scan lookback)");
       }
+      if (v.chained != 0) {
+        return InvalidArgument("_d" + std::to_string(v.chained) +
+                               ": linear_scan's chained look-back is lookbacksmem's (_o2 or later)");
+      }
       if (v.segments < 1 || v.threads % v.segments != 0) {
         return InvalidArgument("segments " + std::to_string(v.segments) + " must divide threads " +
                                std::to_string(v.threads));
@@ -384,6 +398,10 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
       }
       if (!pipe && (v.order < 0 || v.order > 7)) {
         return InvalidArgument("order " + std::to_string(v.order) + " not in [0, 7] (" + family + ")");
+      }
+      if (v.chained != 0 && (pipe || v.chained != 1 || v.order < 2)) {
+        return InvalidArgument("_d" + std::to_string(v.chained) +
+                               ": _d1 (the chained look-back) needs lookbacksmem's packed look-back (_o2 or later)");
       }
       if (pipe && (v.blocks_per_sm < 1 || v.blocks_per_sm > kMaxPipeBlocksPerSm)) {
         return InvalidArgument("blocks per SM " + std::to_string(v.blocks_per_sm) + " not in [1, " +
@@ -446,9 +464,13 @@ std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, c
     case Algorithm::kLookback:
       return {Instance("linear_scan_fwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items}),
               Instance("linear_scan_bwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items})};
-    case Algorithm::kLookbackSmem:
-      return {Instance("linear_scan_fwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile, v.order}),
-              Instance("linear_scan_bwd_lookbacksmem", dtype, {v.vec, v.threads, v.strip, v.tile, v.order})};
+    case Algorithm::kLookbackSmem: {
+      // _d1 adds the kernels' CHAINED argument (the others keep their names, and their cached cubins).
+      std::vector<int> args = {v.vec, v.threads, v.strip, v.tile, v.order};
+      if (v.chained != 0) args.push_back(v.chained);
+      return {Instance("linear_scan_fwd_lookbacksmem", dtype, args),
+              Instance("linear_scan_bwd_lookbacksmem", dtype, args)};
+    }
     case Algorithm::kLookbackPipe:
       // blocks_per_sm only sizes the grid: not a template argument.
       return {Instance("linear_scan_fwd_lookbackpipe", dtype, {v.vec, v.threads, v.strip, v.tile}),

@@ -88,6 +88,16 @@ constexpr HeldKnobs kHeld[] = {
 // (Session 5's order 4, samu's fix-up folded into the backward scan, was
 // 8-150% slower than order 3 on the H200 and was removed: bench/NOTES.md.)
 constexpr int kHeldOrders[] = {0, 2, 3};
+// _d1 (rglru): the chained look-back (each tile takes only its predecessor's
+// inclusive state), the deterministic twins of the _o3 points and of the two
+// longest tiles at _o2 (fp32's; tile 512: 64 round trips per chain at
+// L = 32768). Only for the deterministic selection: the decoupled look-back
+// is never slower. samu's look-back backward meets dm_t by atomics, so it has
+// no deterministic form.
+struct ChainedKnobs {
+  int segments, items, order;
+};
+constexpr ChainedKnobs kChainedHeld[] = {{8, 8, 3}, {16, 8, 3}, {8, 16, 3}, {16, 16, 3}, {16, 16, 2}, {32, 16, 2}};
 
 // _o5 (samu, by name only): the strips of a time tile launched as one
 // thread-block cluster (the tile's W / strip strips, at most kMaxCluster),
@@ -171,7 +181,7 @@ const char* TypeName(DType dtype) {
   return "float";
 }
 
-std::string Instance(const std::string& kernel, DType dtype, std::initializer_list<int> knobs) {
+std::string Instance(const std::string& kernel, DType dtype, const std::vector<int>& knobs) {
   std::string name = kernel + "<" + TypeName(dtype);
   for (int knob : knobs) name += ", " + std::to_string(knob);
   return name + ">";
@@ -298,6 +308,12 @@ class GatedPlannerImpl final : public OpPlanner {
         if ((order == 3 && !k.tanh) || (order == 0 && !k.baseline)) continue;
         variants.push_back({.algorithm = Algorithm::kLookback, .vec = k.vec, .threads = k.threads,
                             .segments = k.segments, .items = k.items, .order = order});
+      }
+    }
+    if (!IsSamu(op)) {
+      for (const ChainedKnobs& k : kChainedHeld) {
+        variants.push_back({.algorithm = Algorithm::kLookback, .vec = 2, .threads = 256, .segments = k.segments,
+                            .items = k.items, .order = k.order, .chained = 1});
       }
     }
     // Enumerated for both operators (one name list); CanImplement rejects them for rglru.
@@ -444,9 +460,12 @@ class GatedPlannerImpl final : public OpPlanner {
   // The look-back families (lookback, fused and chunked's _l forward) stop
   // at the first published inclusive prefix, so their float composition
   // order follows the timing; fused also meets m_t / dm_t by atomics; _a1
-  // adds the parameter gradients by atomics. The rest sum in fixed orders.
+  // adds the parameter gradients by atomics. The rest sum in fixed orders,
+  // as does rglru's lookback _d1 (the chained look-back; its finalize sums
+  // the parameter partials in a fixed order).
   bool Deterministic(const Variant& v, const Problem& problem) const override {
     if (v.algorithm == Algorithm::kSequential) return true;
+    if (v.algorithm == Algorithm::kLookback && v.chained != 0) return !IsSamu(problem.op);
     if (!IsChunked(v) || !IsSamu(problem.op)) return false;
     const bool fwd_ok = v.strip == 0;      // chunked's own forward: rows agg, carry in order, columns scan
     const bool bwd_ok = v.atomic_sums == 0;  // a fwd_bwd backward also reads the forward's y / h / ctrl
@@ -496,6 +515,16 @@ class GatedPlannerImpl final : public OpPlanner {
           (variant.order == 2 || variant.order == 3 || variant.order == kClusterOrder))) {
       return InvalidArgument("order " + std::to_string(variant.order) +
                              ": only the lookback family has an order knob, and only _o2 / _o3 / _o5");
+    }
+    if (variant.chained != 0) {
+      if (variant.chained != 1) return InvalidArgument("_d" + std::to_string(variant.chained) + ": _d1 or none");
+      if (IsSamu(problem.op)) {
+        return InvalidArgument("_d1 (the chained look-back) is rglru's: samu's look-back backward meets dm_t by "
+                               "atomics, so it has no deterministic form");
+      }
+      if (variant.algorithm != Algorithm::kLookback || (variant.order != 2 && variant.order != 3)) {
+        return InvalidArgument("_d1 (the chained look-back) needs the packed look-back: lookback _o2 or _o3");
+      }
     }
     if (IsCluster(variant) && !IsSamu(problem.op)) {
       return InvalidArgument("_o5 (a tile's strips as one cluster, meeting for m_t and dm_t) is samu's; rglru has no "
@@ -692,8 +721,11 @@ class GatedPlannerImpl final : public OpPlanner {
     } else {
       const int strip = StripOf(v), tile = TileOfLookback(v);
       if (samu && !IsCluster(v)) k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      k.push_back({Role::kFwdScan, Instance(pre + "_fwd_held", dtype, {v.vec, v.threads, strip, tile, v.order})});
-      k.push_back({Role::kBwdScan, Instance(pre + "_bwd_held", dtype, {v.vec, v.threads, strip, tile, v.order})});
+      // _d1 adds the kernels' CHAINED argument (the others keep their names, and their cached cubins).
+      std::vector<int> held = {v.vec, v.threads, strip, tile, v.order};
+      if (v.chained != 0) held.push_back(v.chained);
+      k.push_back({Role::kFwdScan, Instance(pre + "_fwd_held", dtype, held)});
+      k.push_back({Role::kBwdScan, Instance(pre + "_bwd_held", dtype, held)});
       if (samu) {
         if (!IsCluster(v)) k.push_back({Role::kFixup, Instance("samu_bwd_fixup_fast", dtype, {strip, tile, v.order})});
         k.push_back({Role::kFinalize, Instance("samu_bwd_finalize_fixup", dtype, {strip, tile, v.order})});

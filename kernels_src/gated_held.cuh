@@ -303,7 +303,9 @@ constexpr bool RgLruBInStaging(int order, int elem_bytes, int steps, int vec, in
 // Forward: stages ga, gx, x (6 B per element at bf16); each thread's (a, b)
 // stay in registers from the local pass to the rescan (or a in registers and
 // b in the staging: RgLruBInStaging; or b alone, a recomputed).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
+// CHAINED ("_d1"): the look-back takes only the predecessor's inclusive
+// state (LookBackPackedLean): the same bits every run.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, bool CHAINED = false>
 __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 3>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -403,7 +405,8 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
     }
   }
   float s[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER>(A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER, decltype(x.tile), true, CHAINED>(
+      A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if (l.nvalid <= 0) return;
   T* __restrict__ out = static_cast<T*>(p.h) + (x.b * p.length + x.base + row0) * p.width + c0;
   // Running row pointers (one 64-bit add per row): the unrolled i * W
@@ -445,7 +448,7 @@ __device__ __forceinline__ void RgLruForwardHeld(const RgLruParams& p) {
 // during the local pass and the look-back); the local pass keeps a.
 template <typename T>
 constexpr int RgLruMinBlocksBwd(int threads, int vec, int strip, int tile);
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, bool CHAINED = false>
 __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, 5>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -539,7 +542,8 @@ __device__ __forceinline__ void RgLruBackwardHeld(const RgLruParams& p) {
     }
   });
   float u[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0, ORDER>(A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, 0, ORDER, decltype(x.tile), true, CHAINED>(
+      A, H, zero, x, lay, p.workspace, s_A, s_H, s_carry, u);
   float acc[1][VEC];
   Fill(acc[0], 0.0f);
   if (l.nvalid > 0) OnInterior(interior, [&](auto tag) {
@@ -1805,13 +1809,16 @@ constexpr int SamuMinBlocksBwd(int threads, int vec, int strip, int tile) {
 // ORDER 2 launches are programmatic dependents (PDL): every kernel of the
 // family starts with griddepcontrol.wait (a no-op in a plain launch).
 
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
+// CHAINED 1 ("_d1", with ORDER >= 2): the chained look-back (deterministic).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0>
 __global__ void __launch_bounds__(THREADS, gated::RgLruMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE)) rglru_fwd_held(const RgLruParams p) {
-  gated::RgLruForwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER>(p);
+  static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
+  gated::RgLruForwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER, CHAINED != 0>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0>
 __global__ void __launch_bounds__(THREADS, gated::RgLruMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) rglru_bwd_held(const RgLruParams p) {
-  gated::RgLruBackwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER>(p);
+  static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
+  gated::RgLruBackwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER, CHAINED != 0>(p);
 }
 template <typename T>
 __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(const SamuParams p) {

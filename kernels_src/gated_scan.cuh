@@ -508,13 +508,15 @@ __device__ __forceinline__ auto StartTile(void* workspace, unsigned* s_ticket, l
 // {w1, w2} pairs of its own tile (not tile 0), the predecessor k tiles back
 // at -2k x STRIP; `tile` its index in the chain (the walk never reads below
 // tile 0, which publishes an inclusive state, so the walk ends).
-template <int VEC, int STRIP>
+// CHAINED ("_d1"): only the predecessor's inclusive state is taken (the
+// chained scan of LookBackPacked's CHAINED: the same bits every run).
+template <int VEC, int STRIP, bool CHAINED = false>
 __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, unsigned tag, float (&carry)[VEC],
                                                    long long tile) {
   using scan::FlagOf;
   using scan::LoadWord;
   using scan::ValueOf;
-  constexpr int kWindow = VEC >= 2 ? 1 : 2;
+  constexpr int kWindow = CHAINED || VEC >= 2 ? 1 : 2;
   float accA[VEC], accH[VEC];
   Fill(accA, 1.0f);
   Fill(accH, 0.0f);
@@ -537,7 +539,7 @@ __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, 
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         a[q][j] = in ? LoadWord(wq + 2 * j) : 0ull;
-        h[q][j] = in ? LoadWord(wq + 2 * j + 1) : 0ull;
+        h[q][j] = in && !CHAINED ? LoadWord(wq + 2 * j + 1) : 0ull;
       }
     }
 #pragma unroll
@@ -548,7 +550,7 @@ __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, 
         if (FlagOf(a[q][j]) == tag + kFlagInclusive) {
           carry[j] = fmaf(accA[j], ValueOf(a[q][j]), accH[j]);
           done |= 1u << j;
-        } else if (FlagOf(a[q][j]) == tag + kFlagAggregate && FlagOf(h[q][j]) == tag + kFlagAggregate) {
+        } else if (!CHAINED && FlagOf(a[q][j]) == tag + kFlagAggregate && FlagOf(h[q][j]) == tag + kFlagAggregate) {
           accH[j] = fmaf(accA[j], ValueOf(h[q][j]), accH[j]);
           accA[j] *= ValueOf(a[q][j]);
           ++next[j];
@@ -574,7 +576,7 @@ __device__ __forceinline__ void LookBackPackedLean(const unsigned long long* w, 
 // kArrive false (a persistent block, which looks back once per tile): the
 // caller arrives once, after its last tile.
 template <int VEC, int THREADS, int STRIP, int TILE, int kWait, int ORDER = 0, typename I = long long,
-          bool kArrive = true>
+          bool kArrive = true, bool CHAINED = false>
 __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const float (&H)[VEC],
                                                    const float (&carry0)[VEC], const TileIndexOf<I>& x,
                                                    const Layout& lay,
@@ -654,7 +656,7 @@ __device__ __forceinline__ void CombineAndLookBack(const float (&A)[VEC], const 
         StoreWord(w + 2 * j, PackWord(tA[j], tag + kFlagAggregate));
         StoreWord(w + 2 * j + 1, PackWord(tH[j], tag + kFlagAggregate));
       }
-      LookBackPackedLean<VEC, STRIP>(w, tag, carry, x.tile);
+      LookBackPackedLean<VEC, STRIP, CHAINED>(w, tag, carry, x.tile);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         StoreWord(w + 2 * j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));

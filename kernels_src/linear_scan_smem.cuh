@@ -300,8 +300,10 @@ __device__ __forceinline__ void FirstWaveThrottle(const unsigned* landed, unsign
 // kGroups > 1: the tile was staged by StageWarpRows (or staged whole and made
 // visible by the caller): the local composition waits for each group in turn;
 // with `landed`, each warp then counts itself there (FirstWaveThrottle).
+// kChained (with kPacked; "_d1"): the chained look-back (LookBackPacked's
+// CHAINED): the same bits every run.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int kPendingAfterH,
-          bool kPacked = false, int kGroups = 1>
+          bool kPacked = false, int kGroups = 1, bool kChained = false>
 __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const SmemTileIndex& x, const T* s_in,
                                              float* s_A, float* s_H, float* s_carry, unsigned tag = 0,
                                              unsigned* epoch_header = nullptr, unsigned* landed = nullptr) {
@@ -446,7 +448,7 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
         StoreWord(w1 + slot + j, PackWord(tA[j], tag + kFlagAggregate));
         StoreWord(w2 + slot + j, PackWord(tH[j], tag + kFlagAggregate));
       }
-      LookBackPacked<VEC, STRIP>(w1, w2, seq * tiles, tile, lane * VEC, tag, carry);
+      LookBackPacked<VEC, STRIP, kChained>(w1, w2, seq * tiles, tile, lane * VEC, tag, carry);
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         StoreWord(w1 + slot + j, PackWord(fmaf(tA[j], carry[j], tH[j]), tag + kFlagInclusive));
@@ -601,7 +603,8 @@ __device__ __forceinline__ void ScanSmemTile(const LinearScanParams& p, const Sm
 //    (FirstWaveRamp); ORDER 7: as 3, the first wave paced by its landed
 //    tiles (FirstWaveThrottle). The backward of 3-7 is ORDER 2's. Orders 3
 //    and 5-7 also take the tile index in 32-bit arithmetic (MakeSmemTileIndex).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int ORDER>
+//    CHAINED (orders >= 2, "_d1"): the chained look-back (deterministic).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool kBackward, int ORDER, bool CHAINED = false>
 __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   using Layout = SmemLayout<T, THREADS, STRIP, TILE, kBackward>;
   constexpr int kSegs = THREADS / (STRIP / VEC);
@@ -647,7 +650,7 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
       CpAsyncWait<0>();
       __syncthreads();
     }
-    ScanSmemTile<T, VEC, THREADS, STRIP, TILE, false, 0, true, W::kGroups>(
+    ScanSmemTile<T, VEC, THREADS, STRIP, TILE, false, 0, true, W::kGroups, CHAINED>(
         p, x, s_in, s_A, s_H, s_carry, tag, threadIdx.x == 0 ? header : nullptr, ORDER == 7 ? header : nullptr);
     return;
   }
@@ -656,8 +659,8 @@ __device__ __forceinline__ void LookbackSmemScan(const LinearScanParams& p) {
   CpAsyncWait<kBackward ? 1 : 0>();
   __syncthreads();
   const unsigned tag = s_ticket[1];
-  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0, (ORDER >= 2)>(p, x, s_in, s_A, s_H, s_carry, tag,
-                                                                        threadIdx.x == 0 ? header : nullptr);
+  ScanSmemTile<T, VEC, THREADS, STRIP, TILE, kBackward, 0, (ORDER >= 2), 1, CHAINED>(
+      p, x, s_in, s_A, s_H, s_carry, tag, threadIdx.x == 0 ? header : nullptr);
 }
 
 // f) lookbackpipe: e) made persistent and double-buffered. A grid of at most
@@ -757,16 +760,19 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
 // their 64 KB tiles allows) in the launch bounds. Without a minimum, ptxas held
 // the 16-bit forward to 64 registers and spilled 2-10 bytes across the
 // look-back (ORDER 2, kept as it was); with it, 74-78 and no spill.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
+// CHAINED 1 ("_d1", ORDER >= 2): the chained look-back (deterministic).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0>
 __global__ void __launch_bounds__(THREADS, ORDER >= 3 ? 3 : 0) linear_scan_fwd_lookbacksmem(const LinearScanParams p) {
-  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, false, ORDER>(p);
+  static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
+  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, false, ORDER, CHAINED != 0>(p);
 }
 
 // The backward's bound (2 blocks of its 96 KB bf16 tiles): the fp32 t128
 // backward spilled 4 bytes at ORDER 2 without it.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0>
 __global__ void __launch_bounds__(THREADS, ORDER >= 3 ? 2 : 0) linear_scan_bwd_lookbacksmem(const LinearScanParams p) {
-  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, true, ORDER>(p);
+  static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
+  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, true, ORDER, CHAINED != 0>(p);
 }
 
 // The blocks-per-SM knob only sizes the grid (MakePlan); the kernel is the

@@ -409,7 +409,11 @@ __device__ __forceinline__ float ValueOf(unsigned long long word) {
 // The packed form of LookBack: this thread's VEC channels at w1/w2 + (first + k)
 // * STRIP + lane_c for tile k; each channel walks back on its own until it
 // meets an inclusive state. The loads of one step are in flight together.
-template <int VEC, int STRIP>
+// CHAINED ("_d1"): the predecessor's inclusive state only, never its
+// aggregate (a chained scan): the carry is composed in the same order on
+// every run, so the outputs have the same bits every run, at the price of a
+// round trip per tile on the chain's critical path.
+template <int VEC, int STRIP, bool CHAINED = false>
 __device__ __forceinline__ void LookBackPacked(const unsigned long long* w1, const unsigned long long* w2,
                                                long long first, long long tile, int lane_c, unsigned tag,
                                                float (&carry)[VEC]) {
@@ -428,7 +432,7 @@ __device__ __forceinline__ void LookBackPacked(const unsigned long long* w1, con
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
         a[j] = LoadWord(w1 + s + j);
-        h[j] = LoadWord(w2 + s + j);
+        h[j] = CHAINED ? 0ull : LoadWord(w2 + s + j);
       }
 #pragma unroll
       for (int j = 0; j < VEC; ++j) {
@@ -437,7 +441,7 @@ __device__ __forceinline__ void LookBackPacked(const unsigned long long* w1, con
           carry[j] = fmaf(accA[j], ValueOf(a[j]), accH[j]);
           done |= 1u << j;
           pending &= ~(1u << j);
-        } else if (FlagOf(a[j]) == tag + kFlagAggregate && FlagOf(h[j]) == tag + kFlagAggregate) {
+        } else if (!CHAINED && FlagOf(a[j]) == tag + kFlagAggregate && FlagOf(h[j]) == tag + kFlagAggregate) {
           accH[j] = fmaf(accA[j], ValueOf(h[j]), accH[j]);
           accA[j] *= ValueOf(a[j]);
           pending &= ~(1u << j);

@@ -140,9 +140,10 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
     // The tuner times every point: samu's 46 (session 9: the eight `chunked` _l points; session 12: four
     // of them with _y1; session 14: those four with _b5; session 15: three _b5_i32; session 24: two
-    // _b4_i32) are its ceiling.
+    // _b4_i32) are its ceiling; rglru's 25 include six _d1 twins (the chained look-back, for the
+    // deterministic selection).
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), op == Op::kSamu ? 46u : 19u);
+    EXPECT_LE(all.size(), op == Op::kSamu ? 46u : 25u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -168,18 +169,24 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     EXPECT_GE(per_family[Algorithm::kLookback], 10);
     // Every lookback point in order 2 (block index, packed look-back, epochs, PDL), four also in
     // order 3 (_o2 with the tanh gate for 16-bit dtypes), one in order 0 (ticket; the baseline).
-    std::map<int, int> orders;
+    std::map<int, int> orders, chained;
     for (const Variant& v : all) {
-      if (v.algorithm == Algorithm::kLookback) ++orders[v.order];
+      if (v.algorithm == Algorithm::kLookback) ++(v.chained != 0 ? chained : orders)[v.order];
     }
     EXPECT_EQ(orders[2], 6);
     EXPECT_EQ(orders[3], 4);
     EXPECT_EQ(orders[0], 1);
+    // rglru's _d1: the four _o3 points and the two longest tiles at _o2.
+    EXPECT_EQ(chained[3], op == Op::kSamu ? 0 : 4);
+    EXPECT_EQ(chained[2], op == Op::kSamu ? 0 : 2);
     EXPECT_STREQ(MainHeader(op), "gated_scan.cuh");
   }
-  // The same names for both operators (the variants table is keyed by (op, name)), plus samu's `chunked`.
+  // The same names for both operators (the variants table is keyed by (op, name)), plus samu's `chunked`
+  // and rglru's _d1.
   std::vector<std::string> rglru, samu;
-  for (const Variant& v : EnumerateVariants(Op::kRgLru, false)) rglru.push_back(v.Name());
+  for (const Variant& v : EnumerateVariants(Op::kRgLru, false)) {
+    if (v.chained == 0) rglru.push_back(v.Name());
+  }
   for (const Variant& v : EnumerateVariants(Op::kSamu, false)) {
     if (v.algorithm != Algorithm::kChunked) samu.push_back(v.Name());
   }
@@ -967,6 +974,9 @@ TEST(GatedDeterministic, ByFamilyAndMode) {
       {Op::kRgLru, "sequential_v4_t64_p4", true, true, true, true},
       {Op::kRgLru, "lookback_v2_t256_s8_i8_o2", true, false, false, false},
       {Op::kRgLru, "lookback_v2_t256_s8_i16_o3", true, false, false, false},
+      {Op::kRgLru, "lookback_v2_t256_s8_i16_o3_d1", true, true, true, true},
+      {Op::kRgLru, "lookback_v2_t256_s32_i16_o2_d1", true, true, true, true},
+      {Op::kRgLru, "lookback_v2_t256_s8_i16_o2_d1", false, true, true, true},
       {Op::kSamu, "sequential_v4_t64_p4", true, true, true, true},
       {Op::kSamu, "lookback_v2_t256_s8_i8_o2", true, false, false, false},
       {Op::kSamu, "fused_d64_s8_c128", true, false, false, false},
@@ -988,16 +998,21 @@ TEST(GatedDeterministic, ByFamilyAndMode) {
     EXPECT_EQ(Deterministic(v, MakeProblem(c.op, {4, 2048, 2048}, DType::kBF16, Mode::kBwd)), c.bwd);
     EXPECT_EQ(Deterministic(v, MakeProblem(c.op, {4, 2048, 2048}, DType::kBF16, Mode::kFwdBwd)), c.fwd_bwd);
   }
-  // Over the whole enumeration: lookback and fused never; each operator has a
-  // deterministic variant that can implement a seed shape in every mode.
+  // Over the whole enumeration: lookback (but rglru's _d1) and fused never;
+  // each operator has a deterministic variant that can implement a seed
+  // shape in every mode.
   for (Op op : kGatedOps) {
     for (Mode mode : {Mode::kFwd, Mode::kBwd, Mode::kFwdBwd}) {
       SCOPED_TRACE(std::string(OpName(op)) + " " + ModeName(mode));
       const Problem p = MakeProblem(op, {4, 2048, 2048}, DType::kBF16, mode);
       int implementable = 0;
       for (const Variant& v : EnumerateVariants(op, false)) {
-        if (v.algorithm == Algorithm::kLookback || v.algorithm == Algorithm::kFused) {
+        if ((v.algorithm == Algorithm::kLookback && v.chained == 0) || v.algorithm == Algorithm::kFused) {
           EXPECT_FALSE(Deterministic(v, p)) << v.Name();
+        }
+        if (v.chained != 0) {
+          EXPECT_EQ(op, Op::kRgLru) << v.Name() << ": samu's look-back backward meets dm_t by atomics";
+          EXPECT_TRUE(Deterministic(v, p)) << v.Name();
         }
         if (v.algorithm == Algorithm::kSequential) EXPECT_TRUE(Deterministic(v, p)) << v.Name();
         implementable += Deterministic(v, p) && CanImplement(v, p, DeviceLimits{}).ok();
@@ -1005,6 +1020,29 @@ TEST(GatedDeterministic, ByFamilyAndMode) {
       EXPECT_GE(implementable, 1);
     }
   }
+}
+
+// _d1 (the chained look-back) is rglru's, at the packed look-back's orders;
+// its kernels take one more template argument.
+TEST(GatedPlan, ChainedLookBackIsRgLrusAtThePackedOrders) {
+  const Problem rglru = MakeProblem(Op::kRgLru, {1, 32768, 1024}, DType::kBF16, Mode::kFwdBwd);
+  const Problem samu = MakeProblem(Op::kSamu, {1, 32768, 1024}, DType::kBF16, Mode::kFwdBwd);
+  EXPECT_TRUE(CanImplement(RoundTrip("lookback_v2_t256_s16_i16_o3_d1"), rglru, DeviceLimits{}).ok());
+  const Status on_samu = CanImplement(RoundTrip("lookback_v2_t256_s16_i16_o3_d1"), samu, DeviceLimits{});
+  EXPECT_EQ(on_samu.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(on_samu.message().find("atomics"), std::string::npos) << on_samu.message();
+  EXPECT_EQ(CanImplement(RoundTrip("lookback_v2_t256_s8_i16_d1"), rglru, DeviceLimits{}).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(RoundTrip("lookback_v2_t256_s8_i16_o2_d3"), rglru, DeviceLimits{}).code(),
+            StatusCode::kInvalidArgument);
+  const std::vector<std::string> names =
+      NameExpressions(RoundTrip("lookback_v2_t256_s8_i16_o3_d1"), Op::kRgLru, DType::kBF16);
+  EXPECT_NE(std::find(names.begin(), names.end(), "rglru_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 1>"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "rglru_bwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 1>"), names.end());
+  const std::vector<std::string> plain =
+      NameExpressions(RoundTrip("lookback_v2_t256_s8_i16_o3"), Op::kRgLru, DType::kBF16);
+  EXPECT_NE(std::find(plain.begin(), plain.end(), "rglru_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3>"), plain.end());
+  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) EXPECT_EQ(v.chained, 0) << v.Name();
 }
 
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {

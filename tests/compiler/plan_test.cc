@@ -308,28 +308,55 @@ TEST(MakePlan, RejectsWhatCanImplementRejects) {
 // Deterministic (plan.h): sequential and chunked sum in fixed orders in every
 // mode; the look-back families compose whichever inclusive prefix they find
 // first, so their bits may differ from run to run.
-TEST(Deterministic, LinearScanSequentialAndChunkedOnly) {
+TEST(Deterministic, LinearScanSequentialChunkedAndTheChainedLookBack) {
   const std::map<Algorithm, bool> deterministic = {{Algorithm::kSequential, true},
                                                    {Algorithm::kChunked, true},
                                                    {Algorithm::kLookback, false},
                                                    {Algorithm::kLookbackSmem, false},
                                                    {Algorithm::kLookbackPipe, false}};
   std::set<Algorithm> seen;
+  int chained = 0;
   for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
     seen.insert(v.algorithm);
     ASSERT_TRUE(deterministic.count(v.algorithm)) << v.Name();
+    // _d1: lookbacksmem's chained look-back composes in one order.
+    const bool expected = deterministic.at(v.algorithm) || v.chained != 0;
+    if (v.chained != 0) ++chained;
     for (Mode mode : {Mode::kFwd, Mode::kBwd, Mode::kFwdBwd}) {
-      EXPECT_EQ(Deterministic(v, MakeProblem(4, 2048, 2048, DType::kBF16, mode)), deterministic.at(v.algorithm))
+      EXPECT_EQ(Deterministic(v, MakeProblem(4, 2048, 2048, DType::kBF16, mode)), expected)
           << v.Name() << " " << ModeName(mode);
     }
   }
   EXPECT_EQ(seen.size(), deterministic.size());
+  EXPECT_GT(chained, 0) << "no _d1 point is enumerated";
   const Problem p = MakeProblem(4, 2048, 2048);
   EXPECT_TRUE(Deterministic(Parsed("sequential_v8_t128_p4"), p));
   EXPECT_TRUE(Deterministic(Parsed("chunked_v8_t128_c64"), p));
   EXPECT_FALSE(Deterministic(Parsed("lookback_v8_t256_s8_i8"), p));
   EXPECT_FALSE(Deterministic(Parsed("lookbacksmem_v4_t128_c64_i256_o2"), p));
+  EXPECT_TRUE(Deterministic(Parsed("lookbacksmem_v4_t128_c64_i256_o2_d1"), p));
   EXPECT_FALSE(Deterministic(Parsed("lookbackpipe_v4_t256_c64_i128_b3"), p));
+}
+
+// _d1 needs the packed look-back (lookbacksmem _o2 or later); its kernels
+// take one more template argument, the others keep their names.
+TEST(Chained, OnlyThePackedLookBackAndOneMoreTemplateArgument) {
+  const DeviceLimits h200;  // the defaults: an H200
+  const Problem p = MakeProblem(1, 32768, 2048, DType::kBF16, Mode::kFwdBwd);
+  EXPECT_TRUE(CanImplement(Parsed("lookbacksmem_v4_t256_c64_i256_o3_d1"), p, h200).ok());
+  EXPECT_TRUE(CanImplement(Parsed("lookbacksmem_v4_t256_c64_i512_o2_d1"), p, h200).ok());
+  const Status o1 = CanImplement(Parsed("lookbacksmem_v4_t128_c64_i256_o1_d1"), p, h200);
+  EXPECT_EQ(o1.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(o1.message().find("packed look-back"), std::string::npos) << o1.message();
+  EXPECT_EQ(CanImplement(Parsed("lookbacksmem_v4_t128_c64_i256_d1"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("lookbacksmem_v4_t128_c64_i256_o2_d2"), p, h200).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(Parsed("lookback_v4_t256_s8_i8_d1"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(NameExpressions(Parsed("lookbacksmem_v4_t256_c64_i256_o3_d1"), Op::kLinearScan, DType::kBF16),
+            (std::vector<std::string>{"linear_scan_fwd_lookbacksmem<__nv_bfloat16, 4, 256, 64, 256, 3, 1>",
+                                      "linear_scan_bwd_lookbacksmem<__nv_bfloat16, 4, 256, 64, 256, 3, 1>"}));
+  EXPECT_EQ(NameExpressions(Parsed("lookbacksmem_v4_t256_c64_i256_o3"), Op::kLinearScan, DType::kBF16)[0],
+            "linear_scan_fwd_lookbacksmem<__nv_bfloat16, 4, 256, 64, 256, 3>");
 }
 
 TEST(NameExpressions, InstancesPerFamilyAndDtype) {

@@ -51,6 +51,19 @@ TEST(VariantNames, KnownNamesParse) {
   ASSERT_TRUE(ordered.ok());
   EXPECT_EQ(ordered->order, 1);
   EXPECT_EQ(ordered->Name(), "lookbacksmem_v4_t128_c64_i256_o1");
+  // _d1 (the chained look-back) follows the order knob, and is left out at 0.
+  StatusOr<Variant> chained = Variant::Parse("lookbacksmem_v4_t256_c64_i256_o3_d1");
+  ASSERT_TRUE(chained.ok());
+  EXPECT_EQ(chained->order, 3);
+  EXPECT_EQ(chained->chained, 1);
+  EXPECT_EQ(chained->Name(), "lookbacksmem_v4_t256_c64_i256_o3_d1");
+  StatusOr<Variant> held = Variant::Parse("lookback_v2_t256_s8_i16_o3_d1");
+  ASSERT_TRUE(held.ok());
+  EXPECT_EQ(held->chained, 1);
+  EXPECT_NE(*held, *Variant::Parse("lookback_v2_t256_s8_i16_o3"));
+  EXPECT_NE(VariantHash()(*held), VariantHash()(*Variant::Parse("lookback_v2_t256_s8_i16_o3")));
+  EXPECT_FALSE(Variant::Parse("lookback_v2_t256_s8_i16_d1_o3").ok()) << "knobs keep their order";
+  EXPECT_FALSE(Variant::Parse("chunked_v8_t256_c32_d1").ok()) << "chunked has no _d knob";
   StatusOr<Variant> pipe = Variant::Parse("lookbackpipe_v4_t256_c64_i128_b3");
   ASSERT_TRUE(pipe.ok());
   EXPECT_EQ(pipe->algorithm, Algorithm::kLookbackPipe);
@@ -80,9 +93,9 @@ TEST(VariantNames, BadNamesAreRejectedWithReasons) {
     const char* says;
   };
   for (const Case& c : {Case{"", "unknown algorithm"}, Case{"bogus_v4", "unknown algorithm"},
-                        Case{"lookback_v4_t256_s8", "expected 4 or 5 knobs"},
+                        Case{"lookback_v4_t256_s8", "expected 4 to 6 knobs"},
                         Case{"lookback_v4_t256_s8_i8_x1", "unexpected 'x1'"},
-                        Case{"lookback_v4_t256_s8_i8_o2_x1", "expected 4 or 5 knobs"},
+                        Case{"lookback_v4_t256_s8_i8_o2_x1", "expected 4 to 6 knobs"},
                         Case{"lookback_t256_v4_s8_i8", "must start with 'v'"},
                         Case{"sequential_v0_t128_p4", "positive integer"},
                         Case{"sequential_v-2_t128_p4", "positive integer"},
@@ -90,7 +103,7 @@ TEST(VariantNames, BadNamesAreRejectedWithReasons) {
                         Case{"chunked_v8_t256_c32_h4_l64", "unexpected 'l64'"},
                         Case{"chunked_v8_t256_c32_h0", "positive integer"},
                         Case{"chunked_v2_t12x_c64", "positive integer"},
-                        Case{"lookbacksmem_v8_t128_c64", "expected 4 or 5 knobs"},
+                        Case{"lookbacksmem_v8_t128_c64", "expected 4 to 6 knobs"},
                         Case{"lookbacksmem_v8_t128_s8_i256", "must start with 'c'"},
                         Case{"test_fault_v2", "unknown algorithm"}}) {
     StatusOr<Variant> parsed = Variant::Parse(c.name);
