@@ -41,6 +41,7 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
               {'b', &Variant::fwd_blocks, true},
               {'i', &Variant::fwd_items, true},
               {'p', &Variant::blocks_per_sm, true},
+              {'d', &Variant::chained, true},
               {'a', &Variant::atomic_sums, true}};
     case Algorithm::kLookback:
       return {{'v', &Variant::vec},

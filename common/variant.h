@@ -58,7 +58,8 @@ struct Variant {
                         // kTimeScan: dim_block (channels per block), segments (warps along time per channel),
                         // items (timesteps per lane), state_split (warps per channel along states; 0: one,
                         // and no "_s" in the name)
-  int chained = 0;      // kLookbackSmem (linear_scan) and kLookback (rglru) with the packed look-back (order >= 2):
+  int chained = 0;      // kLookbackSmem (linear_scan), kLookback (rglru) with the packed look-back (order >= 2) and
+                        // kChunked (samu) with _l (its look-back forward):
                         // 1 ("_d1"): each tile takes only its predecessor's inclusive state, never an aggregate
                         // (a chained scan): the carries compose in one order, so every output has the same bits
                         // on every run (Deterministic), at a round trip per tile on each chain's critical path

@@ -93,7 +93,7 @@ constexpr int kHeldOrders[] = {0, 2, 3};
 // longest tiles at _o2 (fp32's; tile 512: 64 round trips per chain at
 // L = 32768). Only for the deterministic selection: the decoupled look-back
 // is never slower. samu's look-back backward meets dm_t by atomics, so it has
-// no deterministic form.
+// no deterministic form; samu's is `chunked` _l..._d1 (kChainedHybrid).
 struct ChainedKnobs {
   int segments, items, order;
 };
@@ -161,6 +161,15 @@ constexpr HybridKnobs kHybridLongTile[] = {{256, 128, 64}, {256, 64, 64}, {512, 
 // tiles of 512 tokens were slower at every seed shape (in fwd_bwd: _i64's early trigger lets the backward's
 // first blocks take slots while the forward runs).
 constexpr HybridKnobs kHybridLongTile4[] = {{256, 32, 64}, {512, 64, 64}};
+// _d1 (with _l): the look-back forward chained (each tile takes only its predecessor's inclusive state), so
+// with a fixed-order backward (no _a1) the same bits every run (Deterministic): the twins of the four points
+// that won a seed shape (bench/NOTES.md session 26), for the deterministic selection. {threads, chunk, strip,
+// fwd_blocks (0: _y1 alone), fwd_items}.
+struct ChainedHybridKnobs {
+  int threads, chunk, strip, fwd_blocks, fwd_items;
+};
+constexpr ChainedHybridKnobs kChainedHybrid[] = {
+    {256, 32, 64, 0, 0}, {512, 64, 64, 4, 32}, {512, 64, 64, 5, 32}, {256, 128, 64, 5, 32}};
 // These _i32 points are enumerated with _a1 (the rescan adds its parameter partials into the gradients by
 // atomics, no finalize): fwd_bwd -1 to -3.5 us at three seed shapes against the same points without it, level
 // at 4x2048x2048 (bench/NOTES.md session 26). Without _a1 (fixed-order parameter sums) they run by name;
@@ -346,6 +355,11 @@ class GatedPlannerImpl final : public OpPlanner {
                             .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = 4,
                             .fwd_items = 2 * gated::kHybridItems, .atomic_sums = 1});
       }
+      for (const ChainedHybridKnobs& k : kChainedHybrid) {
+        variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                            .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = k.fwd_blocks,
+                            .fwd_items = k.fwd_items, .chained = 1});
+      }
     }
     return variants;
   }
@@ -369,6 +383,10 @@ class GatedPlannerImpl final : public OpPlanner {
     if (v.chunk < 8 || v.chunk > 4096) return InvalidArgument("chunk " + std::to_string(v.chunk) + " not in [8, 4096]");
     if (v.strip != 0 && v.strip != 32 && v.strip != 64) {
       return InvalidArgument("_l" + std::to_string(v.strip) + ": the look-back forward's strip is 32 or 64 channels");
+    }
+    if (v.chained != 0 && (v.chained != 1 || v.strip == 0)) {
+      return InvalidArgument("_d" + std::to_string(v.chained) +
+                             ": _d1 chains the look-back forward of _l{strip} (chunked's own forward has no look-back)");
     }
     if (v.save_every != 0) {
       if (v.save_every != 2 && v.save_every != 4) {
@@ -467,7 +485,8 @@ class GatedPlannerImpl final : public OpPlanner {
     if (v.algorithm == Algorithm::kSequential) return true;
     if (v.algorithm == Algorithm::kLookback && v.chained != 0) return !IsSamu(problem.op);
     if (!IsChunked(v) || !IsSamu(problem.op)) return false;
-    const bool fwd_ok = v.strip == 0;      // chunked's own forward: rows agg, carry in order, columns scan
+    // chunked's own forward (rows agg, carry in order, columns scan), or _l's look-back forward chained (_d1)
+    const bool fwd_ok = v.strip == 0 || v.chained != 0;
     const bool bwd_ok = v.atomic_sums == 0;  // a fwd_bwd backward also reads the forward's y / h / ctrl
     switch (problem.mode) {
       case Mode::kFwd: return fwd_ok;
@@ -658,21 +677,16 @@ class GatedPlannerImpl final : public OpPlanner {
       // SAVE: 1 (the default) every h, n (_h{n}) every n-th, 0 (_y1) none but SamuGroupKeepsH's.
       const int save = v.h_from_y != 0 ? 0 : v.save_every;
       k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      if (v.fwd_blocks != 0 && v.blocks_per_sm != 0) {  // _p{n}: the persistent form
-        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
-                                              {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order,
-                                               v.save_every == 0 && v.h_from_y == 0 ? 1 : save, v.fwd_blocks, 1})});
-      } else if (v.fwd_blocks != 0) {  // _b{n}: b at 16 bits in place of x, n blocks per SM
-        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
-                                              {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order,
-                                               v.save_every == 0 && v.h_from_y == 0 ? 1 : save, v.fwd_blocks})});
-      } else if (v.save_every == 0 && v.h_from_y == 0) {
-        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
-                                              {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order})});
-      } else {
-        k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype,
-                                              {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order, save})});
-      }
+      // samu_fwd_held's SAVE, BLOCKS (_b{n}: b at 16 bits in place of x, n blocks per SM), PERSIST (_p{n}) and
+      // CHAINED (_d1), the defaults (1, 0, 0, 0) left off the end.
+      std::vector<int> args = {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order};
+      std::vector<int> tail = {v.save_every == 0 && v.h_from_y == 0 ? 1 : save, v.fwd_blocks,
+                               v.fwd_blocks != 0 && v.blocks_per_sm != 0 ? 1 : 0, v.chained};
+      const std::vector<int> defaults = {1, 0, 0, 0};
+      size_t kept = tail.size();
+      while (kept > 0 && tail[kept - 1] == defaults[kept - 1]) --kept;
+      args.insert(args.end(), tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(kept));
+      k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype, args)});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
       k.push_back({Role::kBwdCarryLong, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip, 16})});

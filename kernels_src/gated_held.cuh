@@ -1068,8 +1068,10 @@ constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
 // register and shared-memory bounds), so the smallest unfinished tile always runs: no deadlock. Each block
 // arrives at the launch epoch once, after its last tile, and lets the dependent grid start after its last
 // tile's local pass.
+// CHAINED (`chunked` _l..._d1): the look-back takes only the predecessor's
+// inclusive state (LookBackPackedLean): the same bits every run.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1, int BLOCKS = 0,
-          bool PERSIST = false>
+          bool PERSIST = false, bool CHAINED = false>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, PERSIST ? 2 : 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -1241,7 +1243,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
     scan::LaunchDependents();
   }
   float s[VEC];
-  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER, decltype(x.tile), !PERSIST>(
+  CombineAndLookBack<VEC, THREADS, STRIP, TILE, -1, ORDER, decltype(x.tile), !PERSIST, CHAINED>(
       A, H, carry0, x, lay, p.workspace, s_A, s_H, s_carry, s);
   if constexpr (kCluster) ClusterWait();  // the cluster has read s_rows: every block may exit
   if (l.nvalid <= 0) return;
@@ -1826,10 +1828,13 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
   scan::LaunchDependents();
   gated::SamuControlFast<T>(p);
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int BLOCKS = 0, int PERSIST = 0>
+// CHAINED 1 (`chunked` _l..._d1, ORDER >= 2): the chained look-back (a deterministic forward).
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int BLOCKS = 0, int PERSIST = 0,
+          int CHAINED = 0>
 __global__ void __launch_bounds__(THREADS, BLOCKS > 0 ? BLOCKS : gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE))
     samu_fwd_held(const SamuParams p) {
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS, PERSIST != 0>(p);
+  static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS, PERSIST != 0, CHAINED != 0>(p);
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)

@@ -140,10 +140,10 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
     // The tuner times every point: samu's 46 (session 9: the eight `chunked` _l points; session 12: four
     // of them with _y1; session 14: those four with _b5; session 15: three _b5_i32; session 24: two
-    // _b4_i32) are its ceiling; rglru's 25 include six _d1 twins (the chained look-back, for the
-    // deterministic selection).
+    // _b4_i32; session 28: four _l..._d1) are its ceiling; rglru's 25 include six _d1 twins (the chained
+    // look-back, for the deterministic selection).
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), op == Op::kSamu ? 46u : 25u);
+    EXPECT_LE(all.size(), op == Op::kSamu ? 50u : 25u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -988,6 +988,10 @@ TEST(GatedDeterministic, ByFamilyAndMode) {
       {Op::kSamu, "chunked_v8_t256_c32_a1", false, true, false, false},
       {Op::kSamu, "chunked_v8_t256_c32_y1", false, true, true, true},
       {Op::kSamu, "chunked_v8_t256_c32_l64_y1_b4_i32", false, false, true, false},
+      // _d1: the _l forward's look-back chained.
+      {Op::kSamu, "chunked_v8_t256_c32_l64_y1_d1", true, true, true, true},
+      {Op::kSamu, "chunked_v8_t512_c64_l64_y1_b4_i32_d1", true, true, true, true},
+      {Op::kSamu, "chunked_v8_t512_c64_l64_y1_b4_i32_d1_a1", false, true, false, false},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(OpName(c.op)) + " " + c.variant);
@@ -1011,7 +1015,8 @@ TEST(GatedDeterministic, ByFamilyAndMode) {
           EXPECT_FALSE(Deterministic(v, p)) << v.Name();
         }
         if (v.chained != 0) {
-          EXPECT_EQ(op, Op::kRgLru) << v.Name() << ": samu's look-back backward meets dm_t by atomics";
+          // samu's look-back backward meets dm_t by atomics: its _d1 is chunked _l's forward.
+          EXPECT_EQ(v.algorithm, op == Op::kRgLru ? Algorithm::kLookback : Algorithm::kChunked) << v.Name();
           EXPECT_TRUE(Deterministic(v, p)) << v.Name();
         }
         if (v.algorithm == Algorithm::kSequential) EXPECT_TRUE(Deterministic(v, p)) << v.Name();
@@ -1022,9 +1027,10 @@ TEST(GatedDeterministic, ByFamilyAndMode) {
   }
 }
 
-// _d1 (the chained look-back) is rglru's, at the packed look-back's orders;
-// its kernels take one more template argument.
-TEST(GatedPlan, ChainedLookBackIsRgLrusAtThePackedOrders) {
+// _d1 (the chained look-back): rglru's lookback at the packed look-back's
+// orders, and samu's `chunked` _l forward; its kernels take one more template
+// argument.
+TEST(GatedPlan, ChainedLookBackAtThePackedOrdersAndSamusHybridForward) {
   const Problem rglru = MakeProblem(Op::kRgLru, {1, 32768, 1024}, DType::kBF16, Mode::kFwdBwd);
   const Problem samu = MakeProblem(Op::kSamu, {1, 32768, 1024}, DType::kBF16, Mode::kFwdBwd);
   EXPECT_TRUE(CanImplement(RoundTrip("lookback_v2_t256_s16_i16_o3_d1"), rglru, DeviceLimits{}).ok());
@@ -1042,7 +1048,33 @@ TEST(GatedPlan, ChainedLookBackIsRgLrusAtThePackedOrders) {
   const std::vector<std::string> plain =
       NameExpressions(RoundTrip("lookback_v2_t256_s8_i16_o3"), Op::kRgLru, DType::kBF16);
   EXPECT_NE(std::find(plain.begin(), plain.end(), "rglru_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3>"), plain.end());
-  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) EXPECT_EQ(v.chained, 0) << v.Name();
+  int samu_chained = 0;
+  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) {
+    if (v.chained == 0) continue;
+    ++samu_chained;
+    EXPECT_TRUE(v.algorithm == Algorithm::kChunked && v.strip != 0) << v.Name() << ": samu's _d1 is chunked _l's";
+    EXPECT_EQ(v.atomic_sums, 0) << v.Name() << ": a deterministic twin sums its parameters in a fixed order";
+  }
+  EXPECT_EQ(samu_chained, 4);
+  // samu: _d1 chains the look-back forward of _l; chunked's own forward has none. Its samu_fwd_held takes
+  // CHAINED after SAVE, BLOCKS and PERSIST; the others keep their names.
+  const Problem seed = MakeProblem(Op::kSamu, {1, 8192, 2560}, DType::kBF16, Mode::kFwdBwd);
+  EXPECT_TRUE(CanImplement(RoundTrip("chunked_v8_t512_c64_l64_y1_b4_i32_d1"), seed, DeviceLimits{}).ok());
+  EXPECT_EQ(CanImplement(RoundTrip("chunked_v8_t512_c64_d1"), seed, DeviceLimits{}).code(),
+            StatusCode::kInvalidArgument);
+  auto fwd_held = [](const char* variant) {
+    for (const std::string& n : NameExpressions(RoundTrip(variant), Op::kSamu, DType::kBF16)) {
+      if (n.rfind("samu_fwd_held<", 0) == 0) return n;
+    }
+    return std::string();
+  };
+  EXPECT_EQ(fwd_held("chunked_v8_t256_c32_l64_y1_d1"), "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 0, 0, 1>");
+  EXPECT_EQ(fwd_held("chunked_v8_t512_c64_l64_y1_b4_i32_d1"),
+            "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 4, 0, 1>");
+  EXPECT_EQ(fwd_held("chunked_v8_t256_c32_l64_y1"), "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0>");
+  EXPECT_EQ(fwd_held("chunked_v8_t256_c32_l64"), "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3>");
+  EXPECT_EQ(fwd_held("chunked_v8_t512_c64_l64_y1_b4_i32"), "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 4>");
+  EXPECT_EQ(fwd_held("chunked_v8_t256_c32_l64_h4"), "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 4>");
 }
 
 TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {

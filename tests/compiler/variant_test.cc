@@ -63,7 +63,11 @@ TEST(VariantNames, KnownNamesParse) {
   EXPECT_NE(*held, *Variant::Parse("lookback_v2_t256_s8_i16_o3"));
   EXPECT_NE(VariantHash()(*held), VariantHash()(*Variant::Parse("lookback_v2_t256_s8_i16_o3")));
   EXPECT_FALSE(Variant::Parse("lookback_v2_t256_s8_i16_d1_o3").ok()) << "knobs keep their order";
-  EXPECT_FALSE(Variant::Parse("chunked_v8_t256_c32_d1").ok()) << "chunked has no _d knob";
+  StatusOr<Variant> hybrid = Variant::Parse("chunked_v8_t512_c64_l64_y1_b4_i32_d1");  // _d before _a
+  ASSERT_TRUE(hybrid.ok());
+  EXPECT_EQ(hybrid->chained, 1);
+  EXPECT_FALSE(Variant::Parse("chunked_v8_t512_c64_l64_a1_d1").ok()) << "knobs keep their order";
+  EXPECT_FALSE(Variant::Parse("sequential_v2_t64_p8_d1").ok()) << "sequential has no _d knob";
   StatusOr<Variant> pipe = Variant::Parse("lookbackpipe_v4_t256_c64_i128_b3");
   ASSERT_TRUE(pipe.ok());
   EXPECT_EQ(pipe->algorithm, Algorithm::kLookbackPipe);
