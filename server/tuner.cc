@@ -321,6 +321,7 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
   // The field the decision is made over: the re-timed top few when re-timing
   // worked, else the first pass.
   std::vector<int> field = legal;
+  std::set<std::string> retime_failed;  // re-timed variants whose re-timing was not OK
   const int top = static_cast<int>(retimed_of.size());
   if (top >= 2) {
     v1::Job retime;
@@ -354,14 +355,15 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
         const v1::Record& stored = records.back();
         if (stored.state() == v1::OK && RankedStats(stored, mode).median_ms() > 0) {
           field.push_back(static_cast<int>(records.size()) - 1);
+        } else {
+          retime_failed.insert(stored.variant());
         }
       }
       if (field.empty()) {
         // Every re-timed candidate failed this time: those are not legal after all.
-        std::set<std::string> failed;
-        for (int i : retimed_of) failed.insert(records[i].variant());
+        for (int i : retimed_of) retime_failed.insert(records[i].variant());
         for (int i : legal) {
-          if (!failed.count(records[i].variant())) field.push_back(i);
+          if (!retime_failed.count(records[i].variant())) field.push_back(i);
         }
       }
     } else {
@@ -412,6 +414,13 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
   std::vector<int> field_deterministic;
   for (int i : field) {
     if (deterministic(i)) field_deterministic.push_back(i);
+  }
+  if (field_deterministic.empty()) {
+    // The re-timed deterministic ones all failed there while others passed:
+    // decide among the first pass's deterministic ones that did not fail it.
+    for (int i : legal_deterministic) {
+      if (!retime_failed.count(records[i].variant())) field_deterministic.push_back(i);
+    }
   }
   if (!field_deterministic.empty()) updates.push_back(decide(field_deterministic, true));
 

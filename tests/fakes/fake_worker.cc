@@ -11,6 +11,8 @@
 //   test_fault     CandidateStarted, then abort() (as a real fault kills a worker)
 //   test_hang      CandidateStarted, then sleeps forever (the watchdog must fire)
 //   names in SCANTUNE_FAKE_WRONG (comma-separated)   a WRONG_RESULT record
+//   names in SCANTUNE_FAKE_RETIME_TIMEOUT             a TIMEOUT record in re-timing jobs only
+//                                                     (origin "retime"; OK in the first pass)
 //   anything else  an OK record with deterministic synthetic timings derived
 //                  from a hash of the name (all Stats fields, rounds, rel_err 0)
 // SCANTUNE_FAKE_TIMES="name=ms,name=ms" pins the median of named variants (ms,
@@ -121,6 +123,7 @@ class FakeWorker {
  public:
   explicit FakeWorker(int fd) : fd_(fd) {
     for (const std::string& v : SplitList(Env("SCANTUNE_FAKE_WRONG"))) wrong_.insert(v);
+    for (const std::string& v : SplitList(Env("SCANTUNE_FAKE_RETIME_TIMEOUT"))) retime_timeout_.insert(v);
     const std::string jitter = Env("SCANTUNE_FAKE_JITTER_PCT");
     if (!jitter.empty()) jitter_pct_ = std::atof(jitter.c_str());
   }
@@ -186,6 +189,12 @@ class FakeWorker {
         continue;
       }
       Started(job, c.variant(), "time");
+      if (job.origin() == "retime" && retime_timeout_.count(c.variant())) {
+        v1::Record r = BaseRecord(job, c, v1::TIMEOUT);
+        r.set_detail("test double: listed in SCANTUNE_FAKE_RETIME_TIMEOUT");
+        Send(Event(r));
+        continue;
+      }
       if (c.variant() == "test_fault") std::abort();
       if (c.variant() == "test_hang") {
         while (true) std::this_thread::sleep_for(std::chrono::hours(1));
@@ -244,6 +253,7 @@ class FakeWorker {
 
   int fd_;
   std::set<std::string> wrong_;
+  std::set<std::string> retime_timeout_;
   double jitter_pct_ = 0.2;
 };
 

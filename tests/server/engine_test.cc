@@ -71,6 +71,7 @@ class EngineTest : public ::testing::Test {
     dir_ = tmpl;
     ::unsetenv("SCANTUNE_FAKE_WRONG");
     ::unsetenv("SCANTUNE_FAKE_TIMES");
+    ::unsetenv("SCANTUNE_FAKE_RETIME_TIMEOUT");
     options_.db_path = dir_ + "/scantune.db";
     options_.worker_path = SCANTUNE_FAKE_WORKER;
     options_.candidate_timeout_s = 2.0;
@@ -80,6 +81,7 @@ class EngineTest : public ::testing::Test {
     engine_.reset();
     ::unsetenv("SCANTUNE_FAKE_WRONG");
     ::unsetenv("SCANTUNE_FAKE_TIMES");
+    ::unsetenv("SCANTUNE_FAKE_RETIME_TIMEOUT");
     std::filesystem::remove_all(dir_);
   }
 
@@ -370,6 +372,34 @@ TEST_F(EngineTest, TuneStoresTheDeterministicSelectionBesideTheOrdinaryOne) {
   ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
   EXPECT_EQ(kernel->variant(), kChunked);
   EXPECT_TRUE(kernel->selection().deterministic());
+}
+
+// The re-timed deterministic candidate fails its re-timing while the
+// ordinary winner passes: the deterministic selection is decided among the
+// first pass's other deterministic candidates, not dropped.
+TEST_F(EngineTest, DeterministicSelectionSurvivesItsCandidateFailingTheRetiming) {
+  ::setenv("SCANTUNE_FAKE_TIMES", "lookback_v4_t256_s8_i8=0.3,chunked_v4_t128_c64=0.6,sequential_v2_t128_p2=0.9", 1);
+  ::setenv("SCANTUNE_FAKE_RETIME_TIMEOUT", kChunked, 1);
+  options_.retime_top = 1;
+  Start();
+  StatusOr<v1::Selection> tuned = engine_->Tune(TuneOf(SmallProblem(), {kSeq, kChunked, kLookback}), nullptr);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+  EXPECT_EQ(tuned->variant(), kLookback);
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem();
+  select.set_deterministic(true);
+  StatusOr<v1::Selection> chosen = engine_->Select(select);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+  EXPECT_EQ(chosen->variant(), kSeq) << "the re-timing's TIMEOUT rules chunked out";
+  EXPECT_TRUE(chosen->deterministic());
+  StatusOr<v1::Record> winner = engine_->GetRecord(chosen->record_id());
+  ASSERT_TRUE(winner.ok());
+  EXPECT_EQ(winner->origin(), "tuned") << "timed in the first pass only";
+  std::map<std::string, std::string> retime_states;
+  for (const v1::Record& r : AllRecords()) {
+    if (r.origin() == "retime") retime_states[r.variant()] = v1::ResultState_Name(r.state());
+  }
+  EXPECT_EQ(retime_states, (std::map<std::string, std::string>{{kLookback, "OK"}, {kChunked, "TIMEOUT"}}));
 }
 
 // Only look-back candidates: the ordinary selection is stored, no
