@@ -130,15 +130,7 @@ void CheckDeterminism(const std::vector<Problem>& problems, std::vector<Variant>
 // Variants run by name (not all enumerated).
 const auto Named = testing::NamedVariants;
 
-Problem Make(Op op, Shape shape, DType dtype, Mode mode, bool h0 = true) {
-  Problem p;
-  p.op = op;
-  p.shape = shape;
-  p.dtype = dtype;
-  p.mode = mode;
-  p.has_h0 = h0;
-  return p;
-}
+Problem Make(Op op, Shape shape, DType dtype, Mode mode) { return testing::MakeProblem(op, shape, dtype, mode, true); }
 
 // B = 1 with a long L chains many tiles through the look-back (where the
 // nondeterministic families differ); W = 2050 gives partial blocks.

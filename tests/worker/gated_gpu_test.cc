@@ -16,15 +16,7 @@
 namespace scantune {
 namespace {
 
-Problem MakeProblem(Op op, Shape shape, DType dtype, Mode mode, bool h0) {
-  Problem p;
-  p.op = op;
-  p.shape = shape;
-  p.dtype = dtype;
-  p.mode = mode;
-  p.has_h0 = h0;
-  return p;
-}
+using testing::MakeProblem;
 
 // variants: the operator's enumerated ones unless given. Each one given by
 // name must run (not only be pruned) on at least one of the problems.
