@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <tuple>
 
 #include "compiler/plan.h"
@@ -101,6 +102,25 @@ StatusOr<v1::Selection> Selector::Find(const std::string& device_model, const st
                     "or on_miss=TUNE_NOW (tune now, then answer)");
   }
   ASSIGN_OR_RETURN(std::vector<v1::Selection> all, store_->ListSelections(device_model, problem, deterministic));
+  if (deterministic) {
+    // As Exact: a shape with no deterministic row (tuned before they were
+    // kept) answers by its ordinary selection where that variant is itself
+    // deterministic.
+    std::set<std::tuple<uint32_t, uint32_t, uint32_t>> covered;
+    for (const v1::Selection& s : all) {
+      covered.insert({s.problem().shape().batch(), s.problem().shape().length(), s.problem().shape().width()});
+    }
+    ASSIGN_OR_RETURN(std::vector<v1::Selection> ordinary, store_->ListSelections(device_model, problem, false));
+    for (v1::Selection& s : ordinary) {
+      if (covered.count({s.problem().shape().batch(), s.problem().shape().length(), s.problem().shape().width()})) {
+        continue;
+      }
+      StatusOr<Variant> variant = Variant::Parse(s.variant());
+      if (!variant.ok() || !Deterministic(*variant, problem)) continue;
+      s.set_deterministic(true);
+      all.push_back(std::move(s));
+    }
+  }
   const v1::Selection* best = nullptr;
   double best_distance = 0;
   Shape best_shape;

@@ -269,5 +269,27 @@ TEST_F(SelectorFindTest, DeterministicNearestLooksOnlyAtDeterministicSelections)
   EXPECT_EQ(near->tuned_shape().length(), 512u);
 }
 
+// A shape tuned before deterministic selections were kept answers NEAREST
+// by its ordinary selection where that variant is deterministic itself (as an
+// exact match does); a non-deterministic one never does.
+TEST_F(SelectorFindTest, DeterministicNearestCountsOrdinarySelectionsOfDeterministicVariants) {
+  Put(MakeProblem(4, 4096, 2048), "sequential_v2_t128_p2", "fp-now");
+  Put(MakeProblem(4, 2048, 2048), "lookback_v4_t256_s8_i8", "fp-now");
+  Put(MakeProblem(4, 512, 2048), "chunked_v4_t128_c64", "fp-now", /*deterministic=*/true);
+  const Selector selector(store_.get());
+  StatusOr<v1::Selection> near =
+      selector.Find("Model X", "fp-now", MakeProblem(4, 3000, 2048), v1::NEAREST, /*deterministic=*/true);
+  ASSERT_TRUE(near.ok()) << near.status().ToString();
+  EXPECT_EQ(near->variant(), "sequential_v2_t128_p2");
+  EXPECT_TRUE(near->nearest());
+  EXPECT_TRUE(near->deterministic());
+  EXPECT_EQ(near->tuned_shape().length(), 4096u);
+  // A shape with a deterministic row answers by that row, not by its ordinary one.
+  Put(MakeProblem(4, 4096, 2048), "chunked_v4_t128_c256", "fp-now", /*deterministic=*/true);
+  near = selector.Find("Model X", "fp-now", MakeProblem(4, 3000, 2048), v1::NEAREST, /*deterministic=*/true);
+  ASSERT_TRUE(near.ok()) << near.status().ToString();
+  EXPECT_EQ(near->variant(), "chunked_v4_t128_c256");
+}
+
 }  // namespace
 }  // namespace scantune
