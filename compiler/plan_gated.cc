@@ -162,14 +162,16 @@ constexpr HybridKnobs kHybridLongTile[] = {{256, 128, 64}, {256, 64, 64}, {512, 
 // first blocks take slots while the forward runs).
 constexpr HybridKnobs kHybridLongTile4[] = {{256, 32, 64}, {512, 64, 64}};
 // _d1 (with _l): the look-back forward chained (each tile takes only its predecessor's inclusive state), so
-// with a fixed-order backward (no _a1) the same bits every run (Deterministic): the twins of the four points
-// that won a seed shape (bench/NOTES.md session 26), for the deterministic selection. {threads, chunk, strip,
-// fwd_blocks (0: _y1 alone), fwd_items}.
+// with a fixed-order backward (no _a1) the same bits every run (Deterministic), for the deterministic
+// selection: the twins of the points that won 4x2048x2048 and 1x8192x2560, and at L = 32768 tiles of 512
+// tokens (_b4_i64: half the chain's round trips; 192.4 / 326.2 us fwd_bwd at 1x32768x1024 / 2048 against
+// 213.5 / 328.7 for the _b5_i32 twins, bench/NOTES.md session 28). {threads, chunk, strip, fwd_blocks (0: _y1
+// alone), fwd_items}.
 struct ChainedHybridKnobs {
   int threads, chunk, strip, fwd_blocks, fwd_items;
 };
 constexpr ChainedHybridKnobs kChainedHybrid[] = {
-    {256, 32, 64, 0, 0}, {512, 64, 64, 4, 32}, {512, 64, 64, 5, 32}, {256, 128, 64, 5, 32}};
+    {256, 32, 64, 0, 0}, {512, 64, 64, 4, 32}, {256, 64, 64, 4, 64}, {256, 128, 64, 4, 64}};
 // These _i32 points are enumerated with _a1 (the rescan adds its parameter partials into the gradients by
 // atomics, no finalize): fwd_bwd -1 to -3.5 us at three seed shapes against the same points without it, level
 // at 4x2048x2048 (bench/NOTES.md session 26). Without _a1 (fixed-order parameter sums) they run by name;
