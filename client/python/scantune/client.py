@@ -1,0 +1,140 @@
+"""Client: one gRPC channel to scantuned and a method per RPC a training job
+or an engineer uses. Thread-safe as its channel is (gRPC channels are)."""
+
+import os
+import sys
+
+import grpc
+
+# The stubs protoc generates import each other as top-level modules.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "_gen"))
+import scantune_pb2 as pb  # noqa: E402
+import scantune_pb2_grpc as pb_grpc  # noqa: E402
+
+DEFAULT_ADDRESS = "unix:///tmp/scantune.sock"
+_DTYPES = {"fp32": pb.FP32, "bf16": pb.BF16, "fp16": pb.FP16}
+_MODES = {"fwd": pb.FWD, "bwd": pb.BWD, "fwd_bwd": pb.FWD_BWD}
+_MISS = {"not_found": pb.NOT_FOUND, "nearest": pb.NEAREST, "tune": pb.TUNE_NOW}
+
+
+class ScantuneError(Exception):
+    """A request the daemon refused or could not serve: `code` is the gRPC
+    status code's name ("NOT_FOUND", "INVALID_ARGUMENT", "FAILED_PRECONDITION",
+    ...), `message` the daemon's reason."""
+
+    def __init__(self, code, message):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+def _shape(shape):
+    if isinstance(shape, str):
+        parts = shape.lower().split("x")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"shape {shape!r}: expected BxLxW, e.g. 4x2048x2048")
+        shape = tuple(int(p) for p in parts)
+    batch, length, width = shape
+    return pb.Shape(batch=batch, length=length, width=width)
+
+
+def _lookup(table, value, what):
+    if value not in table:
+        raise ValueError(f"{what} {value!r}: one of {', '.join(table)}")
+    return table[value]
+
+
+def problem(op, shape, dtype, mode, *, h0=False, state=0, delta_bias=False, delta_softplus=False, z_gate=False):
+    """A Problem message: op "linear_scan" | "rglru" | "samu" | "selective_scan",
+    shape "BxLxW" or (B, L, W), dtype "fp32" | "bf16" | "fp16", mode "fwd" |
+    "bwd" | "fwd_bwd"; selective_scan's state N and options."""
+    return pb.Problem(op=op, shape=_shape(shape), dtype=_lookup(_DTYPES, dtype, "dtype"),
+                      mode=_lookup(_MODES, mode, "mode"), has_h0=h0, state_dim=state, delta_bias=delta_bias,
+                      delta_softplus=delta_softplus, z_gate=z_gate)
+
+
+class Client:
+    def __init__(self, address=None, timeout_s=60.0):
+        """address: "unix:///path", "unix:path" or "127.0.0.1:PORT" (default
+        $SCANTUNE_ADDRESS, else unix:///tmp/scantune.sock). timeout_s bounds
+        each unary call (not Tune, which streams until the tune is done)."""
+        self.address = address or os.environ.get("SCANTUNE_ADDRESS") or DEFAULT_ADDRESS
+        self.timeout_s = timeout_s
+        self._channel = grpc.insecure_channel(self.address)
+        self._stub = pb_grpc.ScantuneStub(self._channel)
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _call(self, method, request, **kwargs):
+        try:
+            return method(request, timeout=self.timeout_s, **kwargs)
+        except grpc.RpcError as e:
+            raise ScantuneError(e.code().name, e.details()) from None
+
+    def devices(self):
+        """The daemon's GPUs (DeviceInfo messages); none where it has no GPU."""
+        return list(self._call(self._stub.ListDevices, pb.ListDevicesRequest()).devices)
+
+    def select(self, op, shape, dtype, mode, *, deterministic=False, on_miss="not_found", device_uuid="",
+               **problem_options):
+        """The selection (Selection message) for the problem on the device:
+        the fastest legal variant, or with deterministic=True the fastest of
+        those whose outputs have the same bits every run. on_miss: "not_found"
+        (raise), "nearest" (the nearest tuned shape, flagged) or "tune"."""
+        request = pb.SelectRequest(problem=problem(op, shape, dtype, mode, **problem_options), device_uuid=device_uuid,
+                                   on_miss=_lookup(_MISS, on_miss, "on_miss"), deterministic=deterministic)
+        return self._call(self._stub.Select, request).selection
+
+    def get_kernel(self, op, shape, dtype, mode, *, variant="", deterministic=False, on_miss="not_found",
+                   device_uuid="", **problem_options):
+        """The compiled kernel (KernelResponse: cubin, launches in order,
+        parameter layout, workspace) of `variant`, or of the selection when
+        variant is empty."""
+        request = pb.GetKernelRequest(problem=problem(op, shape, dtype, mode, **problem_options), variant=variant,
+                                      device_uuid=device_uuid, on_miss=_lookup(_MISS, on_miss, "on_miss"),
+                                      deterministic=deterministic)
+        return self._call(self._stub.GetKernel, request)
+
+    def tune(self, op, shape, dtype, mode, *, variants=(), force=False, skip_unfit=False, device_uuid="",
+             progress=None, **problem_options):
+        """Tunes the problem now and returns its (ordinary) selection. Every
+        TuneProgress message goes to progress(message) as it arrives."""
+        request = pb.TuneRequest(problem=problem(op, shape, dtype, mode, **problem_options), device_uuid=device_uuid,
+                                 variants=list(variants), force=force, skip_unfit=skip_unfit)
+        selection = None
+        try:
+            for message in self._stub.Tune(request):
+                if progress is not None:
+                    progress(message)
+                if message.stage == pb.TuneProgress.DONE and message.HasField("selection"):
+                    selection = message.selection
+        except grpc.RpcError as e:
+            raise ScantuneError(e.code().name, e.details()) from None
+        if selection is None:
+            raise ScantuneError("INTERNAL", "the tune stream ended without a DONE update carrying the selection")
+        return selection
+
+    def records(self, *, op="", variant="", state="", origin="", device_model="", page_size=100):
+        """Every stored record matching the filter (Record messages), newest
+        first (by id), fetched a page at a time."""
+        state_value = pb.ResultState.Value(state) if state else pb.STATE_UNSPECIFIED
+        flt = pb.RecordFilter(op=op, variant=variant, state=state_value, origin=origin, device_model=device_model)
+        token = ""
+        while True:
+            reply = self._call(self._stub.ListRecords,
+                               pb.ListRecordsRequest(filter=flt, page_size=page_size, page_token=token))
+            yield from reply.records
+            token = reply.next_page_token
+            if not token:
+                return
+
+    def record(self, record_id):
+        """One record, every field (Record message)."""
+        return self._call(self._stub.GetRecord, pb.GetRecordRequest(id=record_id))
