@@ -130,7 +130,10 @@ void CheckDeterminism(const std::vector<Problem>& problems, std::vector<Variant>
 // Variants run by name (not all enumerated).
 const auto Named = testing::NamedVariants;
 
-Problem Make(Op op, Shape shape, DType dtype, Mode mode) { return testing::MakeProblem(op, shape, dtype, mode, true); }
+// With h0 (the initial state's carry-in composes through every chain).
+Problem Make(Op op, Shape shape, DType dtype, Mode mode) {
+  return Problem{op, shape, dtype, mode, /*has_h0=*/true, /*ssm=*/{}};
+}
 
 // B = 1 with a long L chains many tiles through the look-back (where the
 // nondeterministic families differ); W = 2050 gives partial blocks.

@@ -16,7 +16,6 @@
 namespace scantune {
 namespace {
 
-using testing::MakeProblem;
 
 // variants: the operator's enumerated ones unless given. Each one given by
 // name must run (not only be pruned) on at least one of the problems.
@@ -48,17 +47,17 @@ void VerifyOperator(Op op, std::vector<Variant> variants = {}, std::vector<Shape
     const std::vector<StatusOr<CompileResult>> compiled = CompileAll(compiler, requests, 16);
     std::vector<Problem> problems;
     for (const Shape& shape : shapes) {
-      for (bool h0 : {false, true}) problems.push_back(MakeProblem(op, shape, dtype, Mode::kFwdBwd, h0));
+      for (bool h0 : {false, true}) problems.push_back(Problem{op, shape, dtype, Mode::kFwdBwd, h0, /*ssm=*/{}});
     }
     // bwd alone reads the reference h (and samu's control values) instead of its own.
-    problems.push_back(MakeProblem(op, {2, 7, 33}, dtype, Mode::kBwd, true));
-    problems.push_back(MakeProblem(op, {3, 300, 100}, dtype, Mode::kBwd, false));
+    problems.push_back(Problem{op, {2, 7, 33}, dtype, Mode::kBwd, true, /*ssm=*/{}});
+    problems.push_back(Problem{op, {3, 300, 100}, dtype, Mode::kBwd, false, /*ssm=*/{}});
     // A single long sequence: many tiles chained by the look-back, parameter
     // gradients summed over 8192 tokens.
-    problems.push_back(MakeProblem(op, {1, 8192, 256}, dtype, Mode::kFwdBwd, true));
+    problems.push_back(Problem{op, {1, 8192, 256}, dtype, Mode::kFwdBwd, true, /*ssm=*/{}});
     // samu _o5: a cluster of 8 strips of 128 channels, the last one partial
     // (104 channels), meeting over tiles that end past L.
-    problems.push_back(MakeProblem(op, {2, 520, 1000}, dtype, Mode::kFwdBwd, true));
+    problems.push_back(Problem{op, {2, 520, 1000}, dtype, Mode::kFwdBwd, true, /*ssm=*/{}});
     for (const Problem& problem : problems) {
       testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()], plan_sm_count);
       if (::testing::Test::HasFatalFailure()) return;

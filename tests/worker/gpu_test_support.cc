@@ -60,16 +60,6 @@ void VerifyEveryVariant(TestGpu& gpu, const Problem& problem, const std::vector<
   }
 }
 
-Problem MakeProblem(Op op, Shape shape, DType dtype, Mode mode, bool h0) {
-  Problem p;
-  p.op = op;
-  p.shape = shape;
-  p.dtype = dtype;
-  p.mode = mode;
-  p.has_h0 = h0;
-  return p;
-}
-
 std::vector<Variant> NamedVariants(std::initializer_list<const char*> names) {
   std::vector<Variant> variants;
   for (const char* name : names) {

@@ -47,9 +47,6 @@ void VerifyEveryVariant(TestGpu& gpu, const Problem& problem, const std::vector<
                         const std::vector<StatusOr<CompileResult>>& compiled, VerifyCounts* counts,
                         int plan_sm_count = 0);
 
-// A problem of the GPU suites (selective_scan's SsmOptions left at their defaults).
-Problem MakeProblem(Op op, Shape shape, DType dtype, Mode mode, bool h0);
-
 // Variants run by name (parsed; a name that does not parse is a test failure).
 std::vector<Variant> NamedVariants(std::initializer_list<const char*> names);
 
