@@ -20,7 +20,7 @@ StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContex
   }
   for (const v1::KernelLaunch& launch : candidate.launches()) {
     ASSIGN_OR_RETURN(PlannedKernel k,
-                     PlannedKernel::Resolve(ctx, m->module_, launch, "candidate " + candidate.variant(), failure));
+                     PlannedKernel::Resolve(driver, m->module_, launch, "candidate " + candidate.variant(), failure));
     m->kernels_.push_back(std::move(k));
   }
   return m;
@@ -56,7 +56,7 @@ Status CandidateModule::Enqueue(const std::string& phase, const void* params, CU
   void* args[] = {const_cast<void*>(params)};
   for (const PlannedKernel& k : kernels_) {
     if (k.phase != phase || (!skip.empty() && k.entry.find(skip) != std::string::npos)) continue;
-    RETURN_IF_ERROR(k.Launch(ctx_, args, failure));
+    RETURN_IF_ERROR(k.Launch(driver, ctx_.stream(), args, failure));
   }
   return Status::Ok();
 }

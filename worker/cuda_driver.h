@@ -38,6 +38,7 @@ namespace scantune {
   X(DevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain) \
   X(DevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease) \
   X(CtxSetCurrent, cuCtxSetCurrent)              \
+  X(CtxGetCurrent, cuCtxGetCurrent)              \
   X(CtxSynchronize, cuCtxSynchronize)            \
   X(ModuleLoadData, cuModuleLoadData)            \
   X(ModuleUnload, cuModuleUnload)                \

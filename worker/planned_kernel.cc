@@ -2,10 +2,9 @@
 
 namespace scantune {
 
-StatusOr<PlannedKernel> PlannedKernel::Resolve(const GpuContext& ctx, CUmodule module, const v1::KernelLaunch& launch,
+StatusOr<PlannedKernel> PlannedKernel::Resolve(const CudaDriver& driver, CUmodule module, const v1::KernelLaunch& launch,
                                                const std::string& owner, CudaFailure* failure) {
-  const auto& api = ctx.api();
-  const auto& driver = ctx.driver();
+  const auto& api = driver.api();
   PlannedKernel k;
   k.entry = launch.entry();
   k.phase = launch.phase();
@@ -48,12 +47,11 @@ StatusOr<PlannedKernel> PlannedKernel::Resolve(const GpuContext& ctx, CUmodule m
   return k;
 }
 
-Status PlannedKernel::Launch(const GpuContext& ctx, void** args, CudaFailure* failure) const {
-  const auto& api = ctx.api();
-  const auto& driver = ctx.driver();
+Status PlannedKernel::Launch(const CudaDriver& driver, CUstream stream, void** args, CudaFailure* failure) const {
+  const auto& api = driver.api();
   if (!dependent_launch && cluster_x == 1) {
     return driver.Check(api.LaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                         shared_bytes, ctx.stream(), args, nullptr),
+                                         shared_bytes, stream, args, nullptr),
                         launch_call.c_str(), CudaCallSite::kLaunch, failure);
   }
   CUlaunchAttribute attributes[2] = {};
@@ -76,7 +74,7 @@ Status PlannedKernel::Launch(const GpuContext& ctx, void** args, CudaFailure* fa
   config.blockDimY = block[1];
   config.blockDimZ = block[2];
   config.sharedMemBytes = shared_bytes;
-  config.hStream = ctx.stream();
+  config.hStream = stream;
   config.attrs = attributes;
   config.numAttrs = count;
   return driver.Check(api.LaunchKernelEx(&config, function, args, nullptr), launch_call.c_str(),

@@ -11,7 +11,6 @@
 #include "bench/mixer/glue_kernels.h"
 #include "bench/common/json_writer.h"
 #include "bench/mixer/mixers.h"
-#include "bench/mixer/served_kernel.h"
 #include "client/scantune_client.h"
 #include "common/log.h"
 #include "worker/cuda_driver.h"
@@ -72,7 +71,9 @@ std::vector<ProtocolEntry> Protocol(const MixerOptions& o, uint64_t l2_bytes) {
            std::to_string(l2_bytes >> 20) + " MiB); before every sample the L2 is overwritten by a cuMemsetD8 of 2x "
            "L2 bytes, outside the events",
        {}},
-      {"workspace", "each backend's workspace_zero_bytes are zeroed (cuMemsetD8Async) before each phase, inside the timing",
+      {"workspace", "each backend runs under the worker's workspace contract (client/kernel_launcher.h): "
+                    "workspace_zero_bytes zeroed (cuMemsetD8Async) before each phase, inside the timing, or once per "
+                    "allocation where the backend's kernels keep it ready (workspace_zero_once)",
        {}},
       {"memory",
        "no caching allocator here: each architecture is probed alone with one set. baseline_*: device memory in use "
@@ -237,6 +238,16 @@ class Stopwatch {
   CUevent start_ = nullptr, stop_ = nullptr;
 };
 
+// The served backend in the bench's context; both phases must be there.
+StatusOr<std::unique_ptr<KernelLauncher>> LoadBackend(const GpuContext& ctx, const v1::KernelResponse& kernel) {
+  RETURN_IF_ERROR(ctx.MakeCurrent());
+  ASSIGN_OR_RETURN(std::unique_ptr<KernelLauncher> k, KernelLauncher::Load(ctx.driver(), kernel));
+  for (const char* phase : {"fwd", "bwd"}) {
+    if (!k->HasPhase(phase)) return InvalidArgument("backend " + kernel.variant() + ": GetKernel returned no " + phase + " launch");
+  }
+  return k;
+}
+
 MixerRow RowOf(const ShapeKey& shape, const Mixer& m, const Timed& t, const MemoryFigures& memory) {
   MixerRow row;
   row.shape = shape;
@@ -321,8 +332,8 @@ StatusOr<MixerReport> RunMixerBench(const MixerOptions& o) {
 
   for (size_t i = 0; i < o.shapes.size(); ++i) {
     const ShapeKey& shape = o.shapes[i];
-    ASSIGN_OR_RETURN(std::unique_ptr<ServedKernel> rg_kernel, ServedKernel::Load(*ctx, backends[i].first.kernel));
-    ASSIGN_OR_RETURN(std::unique_ptr<ServedKernel> sa_kernel, ServedKernel::Load(*ctx, backends[i].second.kernel));
+    ASSIGN_OR_RETURN(std::unique_ptr<KernelLauncher> rg_kernel, LoadBackend(*ctx, backends[i].first.kernel));
+    ASSIGN_OR_RETURN(std::unique_ptr<KernelLauncher> sa_kernel, LoadBackend(*ctx, backends[i].second.kernel));
     RgLruMixer rglru(tools, shape, o.heads, rg_kernel.get());
     SamuMixer samu(tools, shape, sa_kernel.get());
 

@@ -70,7 +70,8 @@ Status RgLruMixer::Setup(int sets, uint64_t seed) {
   ASSIGN_OR_RETURN(dlambda_, Allocate(w * kF32));
   ASSIGN_OR_RETURN(ones_, Allocate(tokens() * kBf16));
   // Never null: a workspace field need not accept it.
-  ASSIGN_OR_RETURN(workspace_, Allocate(std::max<uint64_t>(kernel_->workspace_bytes(), 256)));
+  ASSIGN_OR_RETURN(workspace_, Allocate(kernel_->workspace_bytes()));
+  RETURN_IF_ERROR(kernel_->PrepareWorkspace(workspace_, tools_.ctx->stream()));
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   RETURN_IF_ERROR(glue.FillF32(w_, weights, seed * 16 + 1, -scale, scale));
   RETURN_IF_ERROR(glue.FillF32(bias_, 2 * w, seed * 16 + 2, -0.5f, 0.5f));
@@ -107,11 +108,10 @@ Status RgLruMixer::Setup(int sets, uint64_t seed) {
     v["dgx"] = ParamValue::Pointer(dgx);
     v["dlambda"] = ParamValue::Pointer(dlambda_);
     v["dh0"] = ParamValue::Null();
-    v["workspace"] = ParamValue::Pointer(workspace_, false);
     v["batch"] = ParamValue::Integer(shape_.batch);
     v["length"] = ParamValue::Integer(shape_.length);
     v["width"] = ParamValue::Integer(shape_.width);
-    auto packed = PackParams(kernel_->response().params(), kernel_->response().params_size_bytes(), v);
+    auto packed = kernel_->Pack(v, workspace_);
     if (!packed.ok()) return packed.status().Annotate("rglru backend " + backend());
     params_.push_back(std::move(*packed));
     set_.push_back(set);
@@ -132,7 +132,7 @@ Status RgLruMixer::EnqueueForward(int s) {
   RETURN_IF_ERROR(blas.Gemm(fwd, w16_, set.x, ga, GemmOut::kBf16));
   RETURN_IF_ERROR(blas.Gemm(fwd, w16_ + map * kBf16, set.x, gx, GemmOut::kBf16));
   RETURN_IF_ERROR(tools_.glue->AddBias2(ga, gx, bias_, bias_ + w * kF32, tokens(), w));
-  return kernel_->Enqueue("fwd", params_[s], workspace_);
+  return kernel_->Enqueue("fwd", params_[s], workspace_, tools_.ctx->stream());
 }
 
 Status RgLruMixer::EnqueueBackward(int s) {
@@ -142,7 +142,7 @@ Status RgLruMixer::EnqueueBackward(int s) {
   const uint64_t map = static_cast<uint64_t>(shape_.width) * static_cast<uint64_t>(g.head_dim());
   const CUdeviceptr dga = set.dgates, dgx = set.dgates + elements() * kBf16;
   // The recurrence: dx (direct path), dga, dgx, dLambda.
-  RETURN_IF_ERROR(kernel_->Enqueue("bwd", params_[s], workspace_));
+  RETURN_IF_ERROR(kernel_->Enqueue("bwd", params_[s], workspace_, tools_.ctx->stream()));
   const GemmSpec dweight = WeightGradGemm(g);
   RETURN_IF_ERROR(blas.Gemm(dweight, set.x, dga, dw_, GemmOut::kF32));
   RETURN_IF_ERROR(blas.Gemm(dweight, set.x, dgx, dw_ + map * kF32, GemmOut::kF32));
@@ -217,7 +217,8 @@ Status SamuMixer::Setup(int sets, uint64_t seed) {
   ASSIGN_OR_RETURN(controller_, Allocate(4 * kF32));
   ASSIGN_OR_RETURN(dcontroller_, Allocate(4 * kF32));
   // Never null: a workspace field need not accept it.
-  ASSIGN_OR_RETURN(workspace_, Allocate(std::max<uint64_t>(kernel_->workspace_bytes(), 256)));
+  ASSIGN_OR_RETURN(workspace_, Allocate(kernel_->workspace_bytes()));
+  RETURN_IF_ERROR(kernel_->PrepareWorkspace(workspace_, tools_.ctx->stream()));
   const CUdeviceptr lambda = params_buf_, beta = params_buf_ + w * kF32, gamma = params_buf_ + 2 * w * kF32;
   RETURN_IF_ERROR(glue.FillF32(lambda, w, seed * 16 + 8, -7.0f, -3.0f));
   RETURN_IF_ERROR(glue.FillF32(beta, 2 * w, seed * 16 + 9, 0.5f, 1.5f));  // beta and gamma
@@ -255,11 +256,10 @@ Status SamuMixer::Setup(int sets, uint64_t seed) {
     v["dgamma"] = ParamValue::Pointer(dparams_ + 2 * w * kF32);
     v["dcontroller"] = ParamValue::Pointer(dcontroller_);
     v["dh0"] = ParamValue::Null();
-    v["workspace"] = ParamValue::Pointer(workspace_, false);
     v["batch"] = ParamValue::Integer(shape_.batch);
     v["length"] = ParamValue::Integer(shape_.length);
     v["width"] = ParamValue::Integer(shape_.width);
-    auto packed = PackParams(kernel_->response().params(), kernel_->response().params_size_bytes(), v);
+    auto packed = kernel_->Pack(v, workspace_);
     if (!packed.ok()) return packed.status().Annotate("samu backend " + backend());
     params_.push_back(std::move(*packed));
   }
@@ -267,8 +267,8 @@ Status SamuMixer::Setup(int sets, uint64_t seed) {
   return tools_.ctx->WaitStream(kSyncTimeoutMs, "samu mixer setup", nullptr);
 }
 
-Status SamuMixer::EnqueueForward(int s) { return kernel_->Enqueue("fwd", params_[s], workspace_); }
+Status SamuMixer::EnqueueForward(int s) { return kernel_->Enqueue("fwd", params_[s], workspace_, tools_.ctx->stream()); }
 
-Status SamuMixer::EnqueueBackward(int s) { return kernel_->Enqueue("bwd", params_[s], workspace_); }
+Status SamuMixer::EnqueueBackward(int s) { return kernel_->Enqueue("bwd", params_[s], workspace_, tools_.ctx->stream()); }
 
 }  // namespace scantune::mixer

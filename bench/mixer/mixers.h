@@ -20,9 +20,9 @@
 
 #include "bench/mixer/blas.h"
 #include "bench/mixer/glue_kernels.h"
-#include "bench/mixer/param_pack.h"
 #include "bench/mixer/report.h"
-#include "bench/mixer/served_kernel.h"
+#include "client/kernel_launcher.h"
+#include "worker/gpu_context.h"
 #include "worker/device_buffer.h"
 
 namespace scantune::mixer {
@@ -63,7 +63,7 @@ class Mixer {
   void Release();
 
  protected:
-  Mixer(GpuTools tools, ShapeKey shape, const ServedKernel* kernel) : tools_(tools), shape_(shape), kernel_(kernel) {}
+  Mixer(GpuTools tools, ShapeKey shape, const KernelLauncher* kernel) : tools_(tools), shape_(shape), kernel_(kernel) {}
   StatusOr<CUdeviceptr> Allocate(uint64_t bytes);
   // True when the backend's struct has no such field or it accepts null.
   bool MayPassNull(const std::string& field) const;
@@ -73,7 +73,7 @@ class Mixer {
 
   GpuTools tools_;
   ShapeKey shape_;
-  const ServedKernel* kernel_;
+  const KernelLauncher* kernel_;
   std::vector<DeviceBuffer> buffers_;
   uint64_t requested_bytes_ = 0;
   int sets_ = 0;
@@ -83,7 +83,7 @@ class Mixer {
 
 class RgLruMixer final : public Mixer {
  public:
-  RgLruMixer(GpuTools tools, ShapeKey shape, int heads, const ServedKernel* kernel)
+  RgLruMixer(GpuTools tools, ShapeKey shape, int heads, const KernelLauncher* kernel)
       : Mixer(tools, shape, kernel), heads_(heads) {}
   const char* architecture() const override { return "rglru"; }
   std::optional<std::string> controller() const override { return std::nullopt; }
@@ -110,7 +110,7 @@ class RgLruMixer final : public Mixer {
 
 class SamuMixer final : public Mixer {
  public:
-  SamuMixer(GpuTools tools, ShapeKey shape, const ServedKernel* kernel) : Mixer(tools, shape, kernel) {}
+  SamuMixer(GpuTools tools, ShapeKey shape, const KernelLauncher* kernel) : Mixer(tools, shape, kernel) {}
   const char* architecture() const override { return "samu"; }
   // Ours: m_t = fp32 mean over channels, (r_t, i_t) = sigmoid of two
   // 4-parameter affine maps, inside the samu backend's kernels.

@@ -9,7 +9,7 @@
 #include "bench/mixer/blas.h"
 #include "bench/mixer/glue_kernels.h"
 #include "bench/mixer/mixers.h"
-#include "bench/mixer/served_kernel.h"
+#include "client/kernel_launcher.h"
 #include "worker/cuda_driver.h"
 #include "worker/device_info.h"
 
@@ -71,7 +71,7 @@ TEST(MixerGpu, GateGemmsPassTheHostCheck) {
   ASSERT_TRUE(blas.ok()) << blas.status().ToString();
   auto glue = GlueKernels::Compile(**ctx, info->cc_major(), info->cc_minor(), info->sm_count());
   ASSERT_TRUE(glue.ok()) << glue.status().ToString();
-  auto kernel = ServedKernel::Load(**ctx, FakeRgLru(info->cc_major(), info->cc_minor()));
+  auto kernel = KernelLauncher::Load(**driver, FakeRgLru(info->cc_major(), info->cc_minor()));
   ASSERT_TRUE(kernel.ok()) << kernel.status().ToString();
   GpuTools tools{ctx->get(), blas->get(), glue->get()};
   for (ShapeKey shape : {ShapeKey{2, 64, 256}, ShapeKey{1, 8192, 2560}, ShapeKey{4, 2048, 2048}}) {

@@ -1,4 +1,4 @@
-#include "bench/mixer/param_pack.h"
+#include "client/param_pack.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <limits>
 #include <set>
 
-namespace scantune::mixer {
+namespace scantune {
 
 bool FieldAllowsNull(const v1::ParamField& field) {
   std::string m = field.meaning();
@@ -25,7 +25,7 @@ StatusOr<std::vector<uint8_t>> PackParams(const google::protobuf::RepeatedPtrFie
     auto it = values.find(f.name());
     if (it == values.end()) {
       return InvalidArgument(where + " (" + f.type() + ", " + f.meaning() +
-                             ") is unknown to the mixer bench; update bench/mixer for this backend");
+                             ") has no value: this caller does not know the backend's struct");
     }
     if (static_cast<uint64_t>(f.offset_bytes()) + f.size_bytes() > params_size) {
       return InvalidArgument(where + " runs past the struct's " + std::to_string(params_size) + " bytes");
@@ -34,7 +34,7 @@ StatusOr<std::vector<uint8_t>> PackParams(const google::protobuf::RepeatedPtrFie
     uint8_t* at = bytes.data() + f.offset_bytes();
     const bool pointer_field = f.type() == "ptr";
     if (v.kind == ParamValue::Kind::kPointer) {
-      if (!pointer_field) return InvalidArgument(where + " has type '" + f.type() + "', the bench passes a pointer");
+      if (!pointer_field) return InvalidArgument(where + " has type '" + f.type() + "', a pointer was given");
       if (f.size_bytes() != sizeof(uint64_t)) {
         return InvalidArgument(where + " is a pointer of " + std::to_string(f.size_bytes()) + " bytes");
       }
@@ -43,7 +43,7 @@ StatusOr<std::vector<uint8_t>> PackParams(const google::protobuf::RepeatedPtrFie
       }
       std::memcpy(at, &v.pointer, sizeof(uint64_t));
     } else {
-      if (pointer_field) return InvalidArgument(where + " is a pointer, the bench passes an integer");
+      if (pointer_field) return InvalidArgument(where + " is a pointer, an integer was given");
       if (f.size_bytes() == 8) {
         std::memcpy(at, &v.integer, sizeof(int64_t));
       } else if (f.size_bytes() == 4) {
@@ -59,10 +59,10 @@ StatusOr<std::vector<uint8_t>> PackParams(const google::protobuf::RepeatedPtrFie
   }
   for (const auto& [name, v] : values) {
     if (v.required && seen.count(name) == 0) {
-      return InvalidArgument("the backend's parameter struct has no field '" + name + "', which the mixer needs");
+      return InvalidArgument("the backend's parameter struct has no field '" + name + "', which the caller passes");
     }
   }
   return bytes;
 }
 
-}  // namespace scantune::mixer
+}  // namespace scantune

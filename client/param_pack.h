@@ -1,7 +1,8 @@
-// Packs a backend's by-value kernel parameter struct by FIELD NAME from the
-// layout GetKernel serves (ParamField name / offset / size / type), so the
-// bench never assumes an offset: a backend whose struct differs is either
-// packed correctly or refused with the field named.
+// Packs a served backend's by-value kernel parameter struct by FIELD NAME
+// from the layout GetKernel serves (ParamField name / offset / size / type),
+// so a caller never assumes an offset: a backend whose struct differs is
+// either packed correctly or refused with the field named. Used by
+// KernelLauncher (client/kernel_launcher.h) and the mixer bench.
 //
 // Pure value code; thread-safe.
 #pragma once
@@ -14,14 +15,14 @@
 #include "common/status.h"
 #include "proto/scantune.pb.h"
 
-namespace scantune::mixer {
+namespace scantune {
 
 struct ParamValue {
   enum class Kind { kPointer, kInteger };
   Kind kind = Kind::kPointer;
   uint64_t pointer = 0;  // device address; 0 is null
   int64_t integer = 0;
-  // A field the bench must find in the layout (a tensor the mixer needs);
+  // A field the caller needs the layout to have (a tensor it must pass);
   // optional ones (a null h0 the struct may not even have) may be absent.
   bool required = true;
 
@@ -38,7 +39,7 @@ bool FieldAllowsNull(const v1::ParamField& field);
 
 // The struct's bytes (params_size bytes, unnamed padding zero).
 // INVALID_ARGUMENT, naming the field, when: the layout has a field not in
-// `values` (the bench does not know what to pass); a required value has no
+// `values` (the caller does not know what to pass); a required value has no
 // field; a pointer goes into a non-pointer field or vice versa; a field's
 // size is not 8 (pointer) or 4/8 (integer) or it runs past params_size; an
 // integer does not fit its field; a null goes into a field that does not
@@ -46,4 +47,4 @@ bool FieldAllowsNull(const v1::ParamField& field);
 StatusOr<std::vector<uint8_t>> PackParams(const google::protobuf::RepeatedPtrField<v1::ParamField>& layout,
                                           uint32_t params_size, const ParamValues& values);
 
-}  // namespace scantune::mixer
+}  // namespace scantune
