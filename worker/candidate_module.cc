@@ -1,5 +1,7 @@
 #include "worker/candidate_module.h"
 
+#include <algorithm>
+
 namespace scantune {
 
 StatusOr<std::unique_ptr<CandidateModule>> CandidateModule::Load(const GpuContext& ctx,
@@ -43,6 +45,27 @@ Status CandidateModule::PrepareWorkspace(CUdeviceptr workspace, CudaFailure* fai
                              "cuMemsetD8Async(workspace, once)", CudaCallSite::kSetup, failure);
 }
 
+namespace {
+
+// `skip` names the kernels left out: entries containing one of its
+// '|'-separated names, or with a leading '!', every kernel but those (kernels
+// alone in their chain).
+bool Skipped(const std::string& entry, const std::string& skip) {
+  if (skip.empty()) return false;
+  const bool only = skip[0] == '!';
+  bool match = false;
+  size_t at = only ? 1 : 0;
+  while (at <= skip.size() && !match) {
+    const size_t bar = std::min(skip.find('|', at), skip.size());
+    const std::string name = skip.substr(at, bar - at);
+    match = !name.empty() && entry.find(name) != std::string::npos;
+    at = bar + 1;
+  }
+  return match != only;
+}
+
+}  // namespace
+
 Status CandidateModule::Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace,
                                 CudaFailure* failure, const std::string& skip) const {
   const auto& api = ctx_.api();
@@ -55,7 +78,7 @@ Status CandidateModule::Enqueue(const std::string& phase, const void* params, CU
   // The driver copies the parameter struct at launch.
   void* args[] = {const_cast<void*>(params)};
   for (const PlannedKernel& k : kernels_) {
-    if (k.phase != phase || (!skip.empty() && k.entry.find(skip) != std::string::npos)) continue;
+    if (k.phase != phase || Skipped(k.entry, skip)) continue;
     RETURN_IF_ERROR(k.Launch(driver, ctx_.stream(), args, failure));
   }
   return Status::Ok();

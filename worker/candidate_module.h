@@ -43,7 +43,7 @@ class CandidateModule {
   // parameter struct (OpIo::Params), whose workspace field is `workspace`,
   // workspace_bytes() of device memory. `skip` (an ablation for diagnosis
   // only, never for a stored result's verification): kernels whose entry
-  // contains it are left out.
+  // contains it are left out; with a leading '!', all kernels but those.
   Status Enqueue(const std::string& phase, const void* params, CUdeviceptr workspace, CudaFailure* failure,
                  const std::string& skip = {}) const;
 

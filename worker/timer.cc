@@ -197,7 +197,8 @@ StatusOr<std::vector<TimingResult>> Timer::Run(const std::vector<TimedCandidate>
   const std::vector<Mode> modes = TimedModes(problem_.mode);
   // SCANTUNE_DIAG_SKIP_KERNEL (diagnosis only, e.g. scripts of bench/results): times every launch without the
   // kernels whose entry contains it, after verification ran them all, so that the difference to a normal run
-  // is what that kernel costs inside its PDL chain. Such timings are ablations, not the variant's.
+  // is what that kernel costs inside its PDL chain; "!NAME" times those kernels alone (the rest left out).
+  // Such timings are ablations, not the variant's.
   static const std::string skip = [] {
     const char* env = std::getenv("SCANTUNE_DIAG_SKIP_KERNEL");
     return std::string(env != nullptr ? env : "");
