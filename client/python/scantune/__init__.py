@@ -5,7 +5,8 @@
     client = scantune.Client()                       # $SCANTUNE_ADDRESS or unix:///tmp/scantune.sock
     sel = client.select("rglru", "4x2048x2048", "bf16", "fwd_bwd", deterministic=True)
     kernel = client.get_kernel("rglru", "4x2048x2048", "bf16", "fwd_bwd")
-    kernel.cubin, kernel.launches, kernel.params      # what a launcher needs (README, "Launching a served kernel")
+    with scantune.LoadedKernel(kernel) as k:          # launch it on the job's tensors (launch.py)
+        k.run("fwd", {"x": x, "ga": ga, "gx": gx, ...}, stream=torch.cuda.current_stream())
 
 Replies are the API's protobuf messages (proto/scantune.proto: every field
 with a unit carries it in its name); failures raise ScantuneError with the
@@ -15,5 +16,6 @@ on PYTHONPATH.
 """
 
 from scantune.client import Client, ScantuneError
+from scantune.launch import LoadedKernel, pack_params
 
-__all__ = ["Client", "ScantuneError"]
+__all__ = ["Client", "LoadedKernel", "ScantuneError", "pack_params"]

@@ -1,0 +1,252 @@
+"""The Python launcher on a training job's own PyTorch tensors (ctest label
+gpu): the real scantuned with the real worker serves NAMED variants
+(GetKernel); scantune.LoadedKernel loads each into torch's context and runs
+fwd then bwd on tensors this test allocated. Every output (h or y, the final
+state, samu's control values), every input gradient and every parameter
+gradient must match a float64 reference (DESIGN.md's math in torch, the
+backward by torch.autograd) within DESIGN.md's tolerance, max|out - ref| /
+max|ref| <= 1e-5 (fp32) or 1e-2 (bf16). Outputs are poisoned with NaN before
+every run, so an unwritten element fails. Each kernel runs twice on one
+launcher (the second time from the packed bytes, outputs poisoned again), so
+the workspace the first run left must serve the second (zeroed once).
+
+The variants cover each launch path: plain launches (linear_scan chunked),
+> 48 KB of dynamic shared memory with PDL and a workspace zeroed once
+(lookbacksmem _o2, rglru _o2), a workspace zeroed before every phase (rglru
+order 0), thread-block clusters (samu _o5: two 128-channel strips at
+W = 200) and samu chunked _y1. Shapes 2x256x96 without h0, on torch's
+current stream with the launcher's own workspace, and 1x1000x200 with h0, on
+a side stream with a workspace tensor of the test's poisoned with 0xFF (so
+the launcher must zero its prefix itself).
+
+Run by ctest with SCANTUNED, SCANTUNE_WORKER and PYTHONPATH set, under the
+`python3` on PATH (it needs torch). Exits 77 (ctest: skipped) without torch
+or a GPU."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+
+try:
+    import torch
+except ModuleNotFoundError:
+    print("skipped: no torch for", sys.executable)
+    sys.exit(77)
+if not torch.cuda.is_available():
+    print("skipped: torch sees no GPU")
+    sys.exit(77)
+
+import scantune  # noqa: E402
+
+F = torch.nn.functional
+C = 8.0  # the gate constant c of rglru and samu
+TOLERANCE = {"fp32": 1e-5, "bf16": 1e-2}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+CASES = [  # (op, variant, dtypes)
+    ("linear_scan", "chunked_v4_t128_c64", ("fp32", "bf16")),
+    ("linear_scan", "lookbacksmem_v4_t128_c64_i256_o2", ("fp32", "bf16")),
+    ("rglru", "lookback_v2_t256_s8_i8_o2", ("fp32", "bf16")),
+    ("rglru", "lookback_v2_t256_s8_i16", ("fp32",)),
+    ("samu", "lookback_v2_t256_s4_i16_o5", ("fp32", "bf16")),
+    ("samu", "chunked_v8_t256_c32_l64_y1", ("bf16",)),  # bf16 fwd_bwd only
+]
+SHAPES = [((2, 256, 96), False), ((1, 1000, 200), True)]  # (B, L, W), with h0
+
+
+def decay_parameter(width, gen):
+    """p with exp(-c softplus(p)) uniform in (0.5, 0.999), fp32 (as the worker draws it)."""
+    a = 0.5 + 0.499 * torch.rand(width, generator=gen, dtype=torch.float64)
+    return torch.log(torch.expm1(-torch.log(a) / C)).float()
+
+
+def make_inputs(op, shape, dtype, has_h0, seed):
+    """The kernels' inputs on the GPU: activations in dtype, parameters and h0 fp32."""
+    B, L, W = shape
+    gen = torch.Generator().manual_seed(seed)
+    normal = lambda *size: torch.randn(*size, generator=gen, dtype=torch.float64)  # noqa: E731
+    uniform = lambda *size: torch.rand(*size, generator=gen, dtype=torch.float64)  # noqa: E731
+    t = {}
+    if op == "linear_scan":
+        slow = (torch.arange(W) % 4 == 0).expand(B, L, W)  # every 4th channel carries over hundreds of steps
+        t["a"] = torch.where(slow, 0.99 + 0.0099 * uniform(B, L, W), 0.5 + 0.49 * uniform(B, L, W))
+        t["x"], t["dh"] = normal(B, L, W), normal(B, L, W)
+    elif op == "rglru":
+        t["x"], t["ga"], t["gx"], t["dh"] = (normal(B, L, W) for _ in range(4))
+        t["lambda"] = decay_parameter(W, gen)
+    else:
+        t["x"] = normal(B, L, W) + 0.5 * normal(B, L, 1)  # a per-token offset: m_t really varies
+        t["lambda"] = decay_parameter(W, gen)
+        t["beta"], t["gamma"] = 0.5 + uniform(W), 0.5 + uniform(W)
+        t["controller"] = torch.stack([0.5 + uniform(()), normal(()), -0.5 - uniform(()), normal(())])
+        t["dy"] = normal(B, L, W)
+    if has_h0:
+        t["h0"] = normal(B, W)
+    return {name: v.to("cuda", DTYPES[dtype] if v.dim() == 3 else torch.float32) for name, v in t.items()}
+
+
+def reference(op, inputs):
+    """float64 forward by DESIGN.md and its backward by autograd, from the
+    dtype-rounded inputs the kernels read: {output or gradient name: tensor}.
+    The upstream gradient is dh (dy for samu); the final state has none."""
+    leaf = {k: v.double().requires_grad_(k not in ("dh", "dy")) for k, v in inputs.items()}
+    B, L, W = leaf["x"].shape
+    h = leaf["h0"] if "h0" in leaf else torch.zeros(B, W, dtype=torch.float64, device="cuda")
+    hs, out = [], {}
+    if op == "rglru":
+        la = -C * F.softplus(leaf["lambda"]) * torch.sigmoid(leaf["ga"])
+        b = torch.sqrt(-torch.expm1(2 * la)) * torch.sigmoid(leaf["gx"]) * leaf["x"]
+        a = torch.exp(la)
+    elif op == "samu":
+        w_r, b_r, w_i, b_i = leaf["controller"]
+        m = leaf["x"].mean(dim=2, keepdim=True)
+        r, i = torch.sigmoid(w_r * m + b_r), torch.sigmoid(w_i * m + b_i)
+        la = -C * F.softplus(leaf["lambda"]) * r
+        a, b = torch.exp(la), torch.sqrt(-torch.expm1(2 * la)) * i * leaf["beta"] * leaf["x"]
+        out["ctrl"] = torch.cat([r, i], dim=2)
+    else:
+        a, b = leaf["a"], leaf["x"]
+    for t in range(L):
+        h = a[:, t] * h + b[:, t]
+        hs.append(h)
+    out["h_final"] = h
+    if op == "samu":
+        out["y"] = leaf["gamma"] * torch.stack(hs, dim=1)
+        loss = (out["y"] * leaf["dy"]).sum()
+    else:
+        out["h"] = torch.stack(hs, dim=1)
+        loss = (out["h"] * leaf["dh"]).sum()
+    loss.backward()
+    out.update({"d" + k: v.grad for k, v in leaf.items() if v.requires_grad})
+    return {k: v.detach() for k, v in out.items()}
+
+
+def outputs_like(op, inputs):
+    """NaN-poisoned output tensors: what fwd and bwd write (samu's saved h too)."""
+    x = inputs["x"]
+    B, L, W = x.shape
+    out = {"h_final": torch.empty(B, W, device="cuda"), "h": torch.empty_like(x)}
+    out.update({"d" + k: torch.empty_like(v) for k, v in inputs.items() if k not in ("dh", "dy")})
+    if op == "samu":
+        out.update(y=torch.empty_like(x), ctrl=torch.empty(B, L, 2, device="cuda"))
+    return out  # run_case fills every one with NaN before each run
+
+
+def rel_err(got, want):
+    """max|got - want| / max|want| in float64; inf if got has a NaN or Inf."""
+    got = got.double()
+    if not torch.isfinite(got).all():
+        return float("inf")
+    return ((got - want).abs().max() / want.abs().max().clamp_min(1e-300)).item()
+
+
+class PythonLaunchGpuTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.cuda.init()
+        cls.dir = tempfile.mkdtemp(prefix="scantune-pylaunch-gpu-")
+        address = "unix://" + os.path.join(cls.dir, "s.sock")
+        cls.log = open(os.path.join(cls.dir, "scantuned.log"), "w")
+        cls.daemon = subprocess.Popen(
+            [os.environ["SCANTUNED"], "--listen", address, "--db", os.path.join(cls.dir, "scantune.db"),
+             "--worker", os.environ["SCANTUNE_WORKER"]], stdout=subprocess.DEVNULL, stderr=cls.log)
+        cls.client = scantune.Client(address, timeout_s=300)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                devices = cls.client.devices()
+                break
+            except scantune.ScantuneError:
+                if time.monotonic() > deadline or cls.daemon.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        assert devices, "the daemon's worker found no GPU"
+        requests = [(op, variant, dtype, shape, h0) for op, variant, dtypes in CASES for dtype in dtypes
+                    for shape, h0 in SHAPES]
+        with ThreadPoolExecutor(8) as pool:  # the NVRTC compiles overlap
+            served = pool.map(lambda r: cls.client.get_kernel(r[0], r[3], r[2], "fwd_bwd", variant=r[1], h0=r[4]),
+                              requests)
+            cls.kernels = dict(zip(requests, served))
+        cls.references = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.client.close()
+        if cls.daemon.poll() is not None:  # it died under the test: say why
+            with open(cls.log.name) as log:
+                print("scantuned exited", cls.daemon.returncode, "; its log ends:\n" + log.read()[-4000:],
+                      file=sys.stderr)
+        cls.daemon.terminate()
+        cls.daemon.wait(timeout=30)
+        cls.log.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def inputs_and_reference(self, op, dtype, shape, h0):
+        """One draw per problem, shared by its variants; the seed is the problem's (printed with the results)."""
+        key = (op, dtype, shape, h0)
+        if key not in self.references:
+            seed = zlib.crc32(repr(key).encode())
+            inputs = make_inputs(op, shape, dtype, h0, seed)
+            self.references[key] = (seed, inputs, reference(op, inputs))
+        return self.references[key]
+
+    def run_case(self, op, variant, dtype, shape, h0):
+        kernel = self.kernels[(op, variant, dtype, shape, h0)]
+        self.assertEqual(kernel.variant, variant)
+        seed, inputs, ref = self.inputs_and_reference(op, dtype, shape, h0)
+        out = outputs_like(op, inputs)
+        B, L, W = shape
+        values = {**inputs, **out, "batch": B, "length": L, "width": W}
+        if not h0:
+            values.update(h0=None, dh0=None)
+        workspace, stream = None, torch.cuda.current_stream()
+        if h0:  # the second shape: a side stream and the test's own workspace, poisoned
+            workspace = torch.full((max(kernel.workspace_bytes, 256),), 0xFF, dtype=torch.uint8, device="cuda")
+            stream = torch.cuda.Stream()
+        errors = {}
+        with scantune.LoadedKernel(kernel, workspace=workspace) as k:
+            self.assertEqual(k.phases, ["fwd", "bwd"])
+            packed = k.pack(values)
+            for run, params in enumerate((values, packed)):
+                for tensor in out.values():
+                    tensor.fill_(float("nan"))
+                torch.cuda.synchronize()
+                k.run("fwd", params, stream=stream)
+                k.run("bwd", params, stream=stream)
+                torch.cuda.synchronize()
+                for name, tensor in out.items():
+                    if name in ref:  # samu's saved h is the backend's own choice (_y1 keeps y)
+                        errors[f"{name}#{run}"] = rel_err(tensor, ref[name])
+            with self.assertRaises(scantune.ScantuneError) as caught:
+                k.run("backward", packed)
+            self.assertEqual(caught.exception.code, "NOT_FOUND")
+        self.assertEqual({name.split("#")[0] for name in errors}, set(ref))  # every output was compared
+        worst = max(errors, key=errors.get)
+        print(f"  {op} {variant} {dtype} {'x'.join(map(str, shape))}{' h0' if h0 else ''} seed {seed}: "
+              f"worst {worst} {errors[worst]:.2e} over {len(errors)} outputs", flush=True)
+        failed = {name: err for name, err in errors.items() if not err <= TOLERANCE[dtype]}
+        self.assertFalse(failed, f"max|out - ref| / max|ref| above {TOLERANCE[dtype]}")
+
+    def test_served_kernels_match_the_float64_reference(self):
+        for (op, variant, dtype, shape, h0) in self.kernels:
+            with self.subTest(op=op, variant=variant, dtype=dtype, shape=shape, h0=h0):
+                self.run_case(op, variant, dtype, shape, h0)
+
+    def test_a_closed_kernel_refuses_to_run(self):
+        kernel = next(iter(self.kernels.values()))
+        k = scantune.LoadedKernel(kernel)
+        packed = bytes(kernel.params_size_bytes)
+        k.close()
+        k.close()
+        with self.assertRaises(scantune.ScantuneError) as caught:
+            k.run("fwd", packed)
+        self.assertEqual(caught.exception.code, "FAILED_PRECONDITION")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
