@@ -4,13 +4,10 @@ and the real NVRTC compile behind GetKernel. Run by ctest (tests/client)
 with SCANTUNED, FAKE_WORKER and PYTHONPATH set."""
 
 import os
-import shutil
-import subprocess
-import tempfile
-import time
 import unittest
 
 import scantune
+from daemon_fixture import Daemon
 
 SEQ = "sequential_v2_t128_p2"
 CHUNKED = "chunked_v4_t128_c64"
@@ -20,34 +17,15 @@ LOOKBACK = "lookbacksmem_v4_t128_c64_i256_o2"
 class PythonClientTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="scantune-py-")
-        cls.address = "unix://" + os.path.join(cls.dir, "s.sock")
         env = dict(os.environ)
         # The fake worker's timings: the look-back fastest, chunked the fastest deterministic one.
         env["SCANTUNE_FAKE_TIMES"] = f"{LOOKBACK}=0.2,{CHUNKED}=0.5,{SEQ}=0.9"
-        cls.log = open(os.path.join(cls.dir, "scantuned.log"), "w")
-        cls.daemon = subprocess.Popen(
-            [os.environ["SCANTUNED"], "--listen", cls.address, "--db", os.path.join(cls.dir, "scantune.db"),
-             "--worker", os.environ["FAKE_WORKER"]],
-            env=env, stdout=subprocess.DEVNULL, stderr=cls.log)
-        cls.client = scantune.Client(cls.address, timeout_s=120)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                cls.client.devices()
-                break
-            except scantune.ScantuneError:
-                if time.monotonic() > deadline or cls.daemon.poll() is not None:
-                    raise
-                time.sleep(0.1)
+        cls.daemon = Daemon(os.environ["FAKE_WORKER"], env=env, timeout_s=120)
+        cls.client = cls.daemon.client
 
     @classmethod
     def tearDownClass(cls):
-        cls.client.close()
-        cls.daemon.terminate()
-        cls.daemon.wait(timeout=30)
-        cls.log.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        cls.daemon.stop()
 
     def test_1_devices_are_the_fake_gpu(self):
         devices = self.client.devices()

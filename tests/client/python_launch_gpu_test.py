@@ -24,11 +24,7 @@ Run by ctest with SCANTUNED, SCANTUNE_WORKER and PYTHONPATH set, under the
 or a GPU."""
 
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 import unittest
 import zlib
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +39,7 @@ if not torch.cuda.is_available():
     sys.exit(77)
 
 import scantune  # noqa: E402
+from daemon_fixture import Daemon  # noqa: E402
 
 F = torch.nn.functional
 C = 8.0  # the gate constant c of rglru and samu
@@ -149,22 +146,9 @@ class PythonLaunchGpuTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         torch.cuda.init()
-        cls.dir = tempfile.mkdtemp(prefix="scantune-pylaunch-gpu-")
-        address = "unix://" + os.path.join(cls.dir, "s.sock")
-        cls.log = open(os.path.join(cls.dir, "scantuned.log"), "w")
-        cls.daemon = subprocess.Popen(
-            [os.environ["SCANTUNED"], "--listen", address, "--db", os.path.join(cls.dir, "scantune.db"),
-             "--worker", os.environ["SCANTUNE_WORKER"]], stdout=subprocess.DEVNULL, stderr=cls.log)
-        cls.client = scantune.Client(address, timeout_s=300)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                devices = cls.client.devices()
-                break
-            except scantune.ScantuneError:
-                if time.monotonic() > deadline or cls.daemon.poll() is not None:
-                    raise
-                time.sleep(0.2)
+        cls.daemon = Daemon(os.environ["SCANTUNE_WORKER"], prefix="scantune-pylaunch-gpu-", wait_s=60)
+        cls.client = cls.daemon.client
+        devices = cls.daemon.devices
         assert devices, "the daemon's worker found no GPU"
         requests = [(op, variant, dtype, shape, h0) for op, variant, dtypes in CASES for dtype in dtypes
                     for shape, h0 in SHAPES]
@@ -176,15 +160,7 @@ class PythonLaunchGpuTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        cls.client.close()
-        if cls.daemon.poll() is not None:  # it died under the test: say why
-            with open(cls.log.name) as log:
-                print("scantuned exited", cls.daemon.returncode, "; its log ends:\n" + log.read()[-4000:],
-                      file=sys.stderr)
-        cls.daemon.terminate()
-        cls.daemon.wait(timeout=30)
-        cls.log.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        cls.daemon.stop()
 
     def inputs_and_reference(self, op, dtype, shape, h0):
         """One draw per problem, shared by its variants; the seed is the problem's (printed with the results)."""

@@ -9,17 +9,15 @@ set. The launches themselves: python_launch_gpu_test.py (label gpu)."""
 
 import ctypes
 import os
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
-import time
 import unittest
 
 import scantune
 from scantune import launch
 from scantune.client import pb
+from daemon_fixture import Daemon
 
 # The served kernels: plain launches; PDL with a workspace zeroed once; clusters of 2 (W = 200: two 128-channel strips).
 LINEAR = ("linear_scan", "chunked_v4_t128_c64", "2x256x96", "fp32", False)
@@ -69,33 +67,15 @@ def values_for(kernel, shape):
 class PythonLaunchTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        cls.dir = tempfile.mkdtemp(prefix="scantune-pylaunch-")
-        address = "unix://" + os.path.join(cls.dir, "s.sock")
-        cls.log = open(os.path.join(cls.dir, "scantuned.log"), "w")
-        cls.daemon = subprocess.Popen(
-            [os.environ["SCANTUNED"], "--listen", address, "--db", os.path.join(cls.dir, "scantune.db"),
-             "--worker", os.environ["FAKE_WORKER"]], stdout=subprocess.DEVNULL, stderr=cls.log)
-        cls.client = scantune.Client(address, timeout_s=300)
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                cls.client.devices()
-                break
-            except scantune.ScantuneError:
-                if time.monotonic() > deadline or cls.daemon.poll() is not None:
-                    raise
-                time.sleep(0.1)
+        cls.daemon = Daemon(os.environ["FAKE_WORKER"], prefix="scantune-pylaunch-")
+        cls.client = cls.daemon.client
         cls.served = {}
         for op, variant, shape, dtype, h0 in (LINEAR, RGLRU, SAMU):
             cls.served[op] = (cls.client.get_kernel(op, shape, dtype, "fwd_bwd", variant=variant, h0=h0), shape)
 
     @classmethod
     def tearDownClass(cls):
-        cls.client.close()
-        cls.daemon.terminate()
-        cls.daemon.wait(timeout=30)
-        cls.log.close()
-        shutil.rmtree(cls.dir, ignore_errors=True)
+        cls.daemon.stop()
 
     def assertInvalid(self, call, *fragments):
         with self.assertRaises(scantune.ScantuneError) as caught:

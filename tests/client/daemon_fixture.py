@@ -1,0 +1,47 @@
+"""A real scantuned on a Unix socket in a temp dir, for the Python tests of
+tests/client (imported from the scripts' own folder): started with the
+given worker binary, returned once it answers ListDevices, stopped (and its
+dir removed) by stop()."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import scantune
+
+
+class Daemon:
+    def __init__(self, worker, *, env=None, prefix="scantune-py-", wait_s=30, timeout_s=300):
+        self.dir = tempfile.mkdtemp(prefix=prefix)
+        self.address = "unix://" + os.path.join(self.dir, "s.sock")
+        self.log = open(os.path.join(self.dir, "scantuned.log"), "w")
+        self.process = subprocess.Popen(
+            [os.environ["SCANTUNED"], "--listen", self.address, "--db", os.path.join(self.dir, "scantune.db"),
+             "--worker", worker],
+            env=env, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.client = scantune.Client(self.address, timeout_s=timeout_s)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                self.devices = self.client.devices()
+                return
+            except scantune.ScantuneError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.stop()
+                    raise
+                time.sleep(0.1)
+
+    def stop(self):
+        self.client.close()
+        if self.process.poll() is not None:  # it died under the test: say why
+            with open(self.log.name) as log:
+                print("scantuned exited", self.process.returncode, "; its log ends:\n" + log.read()[-4000:],
+                      file=sys.stderr)
+        else:
+            self.process.terminate()
+        self.process.wait(timeout=30)
+        self.log.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
