@@ -321,7 +321,8 @@ __device__ __forceinline__ void SamuChunkForwardScan(const SamuParams& p) {
   for (long long k = 0; k < groups; ++k) {
     issue(k + D - 1);
     CpAsyncWait<D - 1>();
-#pragma unroll
+    // (fp32: two tokens at a time; fully unrolled, the accurate decay of ExpDecay spilled 4 bytes.)
+#pragma unroll(sizeof(T) == 4 ? 2 : P)
     for (int i = 0; i < P; ++i) {
       const long long t = cb.span.t0 + k * P + i;
       if (t < cb.span.t1) {

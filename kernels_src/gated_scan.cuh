@@ -280,10 +280,27 @@ __device__ __forceinline__ float Ex2Ftz(float v) { return MufuApprox<Mufu::kEx2F
 __device__ __forceinline__ float TanhApprox(float v) { return MufuApprox<Mufu::kTanh>(v); }
 __device__ __forceinline__ float RsqrtFtz(float v) { return MufuApprox<Mufu::kRsqrtFtz>(v); }
 __device__ __forceinline__ float SqrtApprox(float v) { return MufuApprox<Mufu::kSqrtFtz>(v); }
+// fp32 near a = 1 (la > -0.5): exp by its Taylor series to degree 9 in FMAs
+// (truncation < 3e-10), whose last FMA rounds once: a within about half an
+// ulp, unbiased. A chain of n decays near 1 multiplies n of them, so a bias
+// in each (expf is within 2 ulp, not centred) grows to ~n times it in the
+// chain's product and in the gradients that follow the chain (samu's dh0 at
+// 1x1000x200: 2e-5 of max |ref|, bench/NOTES.md session 29).
+__device__ __forceinline__ float ExpNearZero(float la) {
+  float t = fmaf(la, 1.0f / 362880.0f, 1.0f / 40320.0f);
+  t = fmaf(la, t, 1.0f / 5040.0f);
+  t = fmaf(la, t, 1.0f / 720.0f);
+  t = fmaf(la, t, 1.0f / 120.0f);
+  t = fmaf(la, t, 1.0f / 24.0f);
+  t = fmaf(la, t, 1.0f / 6.0f);
+  t = fmaf(la, t, 0.5f);
+  t = fmaf(la, t, 1.0f);
+  return fmaf(la, t, 1.0f);
+}
 template <typename T>
 __device__ __forceinline__ float ExpDecay(float la) {
   if constexpr (sizeof(T) == 4) {
-    return expf(la);
+    return la > -0.5f ? ExpNearZero(la) : expf(la);
   } else {
     return Ex2Ftz(la * 1.44269504088896341f);
   }

@@ -54,6 +54,11 @@ CASES = [  # (op, variant, dtypes)
     ("samu", "chunked_v8_t256_c32_l64_y1", ("bf16",)),  # bf16 fwd_bwd only
 ]
 SHAPES = [((2, 256, 96), False), ((1, 1000, 200), True)]  # (B, L, W), with h0
+# fp32 chains of ~1000 decays near 1: draw 10 put dh0 at 2.1-2.2e-5 of max |ref| (over fp32's 1e-5) while the
+# decays came from expf, whose error is not centred and grows with the chain (bench/NOTES.md, session 29).
+LONG_CHAINS = [("samu", "sequential_v4_t64_p4"), ("samu", "lookback_v2_t256_s8_i8_o2"),
+               ("samu", "lookback_v2_t256_s4_i16_o5"), ("rglru", "sequential_v4_t64_p4")]
+LONG_CHAIN_SHAPE, LONG_CHAIN_SEEDS = (1, 1000, 200), (10, 11)
 
 
 def decay_parameter(width, gen):
@@ -152,6 +157,8 @@ class PythonLaunchGpuTest(unittest.TestCase):
         assert devices, "the daemon's worker found no GPU"
         requests = [(op, variant, dtype, shape, h0) for op, variant, dtypes in CASES for dtype in dtypes
                     for shape, h0 in SHAPES]
+        requests += [(op, variant, "fp32", LONG_CHAIN_SHAPE, True) for op, variant in LONG_CHAINS
+                     if (op, variant, "fp32", LONG_CHAIN_SHAPE, True) not in requests]
         with ThreadPoolExecutor(8) as pool:  # the NVRTC compiles overlap
             served = pool.map(lambda r: cls.client.get_kernel(r[0], r[3], r[2], "fwd_bwd", variant=r[1], h0=r[4]),
                               requests)
@@ -162,19 +169,20 @@ class PythonLaunchGpuTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.daemon.stop()
 
-    def inputs_and_reference(self, op, dtype, shape, h0):
-        """One draw per problem, shared by its variants; the seed is the problem's (printed with the results)."""
-        key = (op, dtype, shape, h0)
+    def inputs_and_reference(self, op, dtype, shape, h0, seed=None):
+        """One draw per problem (and seed), shared by its variants; by default the seed is the problem's
+        (printed with the results)."""
+        key = (op, dtype, shape, h0, seed)
         if key not in self.references:
-            seed = zlib.crc32(repr(key).encode())
-            inputs = make_inputs(op, shape, dtype, h0, seed)
-            self.references[key] = (seed, inputs, reference(op, inputs))
+            draw = zlib.crc32(repr(key[:4]).encode()) if seed is None else seed
+            inputs = make_inputs(op, shape, dtype, h0, draw)
+            self.references[key] = (draw, inputs, reference(op, inputs))
         return self.references[key]
 
-    def run_case(self, op, variant, dtype, shape, h0):
+    def run_case(self, op, variant, dtype, shape, h0, seed=None):
         kernel = self.kernels[(op, variant, dtype, shape, h0)]
         self.assertEqual(kernel.variant, variant)
-        seed, inputs, ref = self.inputs_and_reference(op, dtype, shape, h0)
+        seed, inputs, ref = self.inputs_and_reference(op, dtype, shape, h0, seed)
         out = outputs_like(op, inputs)
         B, L, W = shape
         values = {**inputs, **out, "batch": B, "length": L, "width": W}
@@ -212,6 +220,12 @@ class PythonLaunchGpuTest(unittest.TestCase):
         for (op, variant, dtype, shape, h0) in self.kernels:
             with self.subTest(op=op, variant=variant, dtype=dtype, shape=shape, h0=h0):
                 self.run_case(op, variant, dtype, shape, h0)
+
+    def test_fp32_long_chains_stay_within_the_tolerance(self):
+        for op, variant in LONG_CHAINS:
+            for seed in LONG_CHAIN_SEEDS:
+                with self.subTest(op=op, variant=variant, seed=seed):
+                    self.run_case(op, variant, "fp32", LONG_CHAIN_SHAPE, True, seed)
 
     def test_a_closed_kernel_refuses_to_run(self):
         kernel = next(iter(self.kernels.values()))
