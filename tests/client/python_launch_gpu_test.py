@@ -40,6 +40,7 @@ if not torch.cuda.is_available():
 
 import scantune  # noqa: E402
 from daemon_fixture import Daemon  # noqa: E402
+from scantune.torch_ops import ServedScan  # noqa: E402
 
 F = torch.nn.functional
 C = 8.0  # the gate constant c of rglru and samu
@@ -59,6 +60,11 @@ SHAPES = [((2, 256, 96), False), ((1, 1000, 200), True)]  # (B, L, W), with h0
 LONG_CHAINS = [("samu", "sequential_v4_t64_p4"), ("samu", "lookback_v2_t256_s8_i8_o2"),
                ("samu", "lookback_v2_t256_s4_i16_o5"), ("rglru", "sequential_v4_t64_p4")]
 LONG_CHAIN_SHAPE, LONG_CHAIN_SEEDS = (1, 1000, 200), (10, 11)
+# ServedScan (the torch op) over kernels of CASES at (1, 1000, 200) with h0.
+TORCH_CASES = [("linear_scan", "chunked_v4_t128_c64", "fp32"),
+               ("linear_scan", "lookbacksmem_v4_t128_c64_i256_o2", "bf16"),
+               ("rglru", "lookback_v2_t256_s8_i8_o2", "bf16"), ("samu", "lookback_v2_t256_s4_i16_o5", "fp32"),
+               ("samu", "chunked_v8_t256_c32_l64_y1", "bf16")]
 
 
 def decay_parameter(width, gen):
@@ -220,6 +226,40 @@ class PythonLaunchGpuTest(unittest.TestCase):
         for (op, variant, dtype, shape, h0) in self.kernels:
             with self.subTest(op=op, variant=variant, dtype=dtype, shape=shape, h0=h0):
                 self.run_case(op, variant, dtype, shape, h0)
+
+    def test_served_scan_is_a_torch_op_with_autograd(self):
+        """ServedScan (scantune/torch_ops.py): forward and autograd's backward against the reference, with a
+        second call's forward and backward interleaved (each call has its own workspace)."""
+        shape, h0 = (1, 1000, 200), True
+        for op, variant, dtype in TORCH_CASES:
+            with self.subTest(op=op, variant=variant, dtype=dtype):
+                seed, inputs, ref = self.inputs_and_reference(op, dtype, shape, h0)
+                scan = ServedScan(None, op, shape, dtype, kernel=self.kernels[(op, variant, dtype, shape, h0)])
+                try:
+                    spec = scan.spec
+                    names = spec["activations"] + spec["parameters"]
+                    leaves = [inputs[n].clone().requires_grad_() for n in names]
+                    h0_leaf = inputs["h0"].clone().requires_grad_()
+                    others = [inputs[n].clone().requires_grad_() for n in names]
+                    out, h_final = scan(*leaves, h0=h0_leaf)
+                    out2, _ = scan(*others, h0=inputs["h0"].flip(0).contiguous())
+                    upstream = inputs[spec["grad_out"]].double()
+                    ((out.double() * upstream).sum() + (out2.double() * upstream).sum()).backward()
+                    torch.cuda.synchronize()
+                    errors = {spec["out"]: rel_err(out.detach(), ref[spec["out"]]),
+                              "h_final": rel_err(h_final, ref["h_final"]), "dh0": rel_err(h0_leaf.grad, ref["dh0"])}
+                    errors.update({"d" + n: rel_err(t.grad, ref["d" + n]) for n, t in zip(names, leaves)})
+                    worst = max(errors, key=errors.get)
+                    print(f"  ServedScan {op} {variant} {dtype} seed {seed}: worst {worst} {errors[worst]:.2e}",
+                          flush=True)
+                    failed = {n: e for n, e in errors.items() if not e <= TOLERANCE[dtype]}
+                    self.assertFalse(failed, f"max|out - ref| / max|ref| above {TOLERANCE[dtype]}")
+                    self.assertFalse(h_final.requires_grad, "h_final carries no gradient")
+                    with self.assertRaises(scantune.ScantuneError) as caught:
+                        scan(*leaves[:-1])
+                    self.assertEqual(caught.exception.code, "INVALID_ARGUMENT")
+                finally:
+                    scan.close()
 
     def test_fp32_long_chains_stay_within_the_tolerance(self):
         for op, variant in LONG_CHAINS:

@@ -7,6 +7,8 @@
     kernel = client.get_kernel("rglru", "4x2048x2048", "bf16", "fwd_bwd")
     with scantune.LoadedKernel(kernel) as k:          # launch it on the job's tensors (launch.py)
         k.run("fwd", {"x": x, "ga": ga, "gx": gx, ...}, stream=torch.cuda.current_stream())
+    from scantune.torch_ops import ServedScan        # as a torch op with autograd (needs torch)
+    y, h_final = ServedScan(client, "rglru", (4, 2048, 2048), "bf16")(x, ga, gx, lam)
 
 Replies are the API's protobuf messages (proto/scantune.proto: every field
 with a unit carries it in its name); failures raise ScantuneError with the

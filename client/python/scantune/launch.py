@@ -302,14 +302,38 @@ class LoadedKernel:
         """The phases the kernel has launches for ("fwd", "bwd"), in order."""
         return list(self._phases)
 
-    def pack(self, values):
+    def pack(self, values, workspace=None):
         """pack_params(kernel, values) with the "workspace" field given this
-        launcher's workspace (another one in `values` is refused: the
-        launcher zeroes its own)."""
-        if "workspace" in values and _address(values["workspace"], "the workspace") != self.workspace:
-            raise _invalid("parameter field 'workspace' is the launcher's own (it zeroes it); pass your own "
-                           "as LoadedKernel(kernel, workspace=...)")
-        return pack_params(self.kernel, {**values, "workspace": self.workspace})
+        launcher's workspace, or `workspace` (a tensor or device address of
+        at least workspace_bytes, prepared by prepare_workspace). A workspace
+        in `values` is refused: the launcher zeroes the one it is given."""
+        if "workspace" in values:
+            raise _invalid("parameter field 'workspace' is the launcher's (it zeroes it): pass yours as "
+                           "LoadedKernel(kernel, workspace=...) or pack(..., workspace=...)")
+        address = self.workspace if workspace is None else self._own_workspace(workspace)
+        return pack_params(self.kernel, {**values, "workspace": address})
+
+    def _own_workspace(self, workspace):
+        nbytes = workspace.numel() * workspace.element_size() if hasattr(workspace, "numel") else None
+        if nbytes is not None and nbytes < self.kernel.workspace_bytes:
+            raise _invalid(f"backend {self.kernel.variant}: the workspace tensor has {nbytes} bytes, the kernel "
+                           f"needs {self.kernel.workspace_bytes}")
+        address = _address(workspace, "the workspace")
+        if not address:
+            raise _invalid(f"backend {self.kernel.variant}: the workspace is null")
+        return address
+
+    def prepare_workspace(self, workspace, stream=None):
+        """Readies a workspace of the caller's for run(..., workspace=...):
+        zeroes its first workspace_zero_bytes on `stream` where the kernels
+        keep them ready between launches (workspace_zero_once); otherwise
+        run() zeroes them before every phase. Once per allocation."""
+        address = self._own_workspace(workspace)
+        zero = self.kernel.workspace_zero_bytes
+        if zero and self.kernel.workspace_zero_once:
+            handle = int(getattr(stream, "cuda_stream", stream) or 0) or None
+            with self._current():
+                _check(self._lib, self._lib.cuMemsetD8Async(address, 0, zero, handle), "cuMemsetD8Async(workspace)")
 
     @contextlib.contextmanager
     def _current(self):
@@ -326,28 +350,34 @@ class LoadedKernel:
         finally:
             lib.cuCtxPopCurrent_v2(byref(current))
 
-    def run(self, phase, params, stream=None):
+    def run(self, phase, params, stream=None, workspace=None):
         """Queues `phase`'s launches in order on `stream` (a CUstream handle
         as int, an object with .cuda_stream such as a torch.cuda.Stream, or
         None: the legacy default stream, torch's default) and returns without
         waiting. params: a dict for pack(), or the bytes pack() returned (one
-        struct may be launched many times). NOT_FOUND for a phase the kernel
-        has no launch for."""
+        struct may be launched many times). `workspace`: the caller's, as
+        prepared by prepare_workspace and packed into params, in place of
+        the launcher's own. NOT_FOUND for a phase the kernel has no launch
+        for."""
         if self._module is None:
             raise ScantuneError("FAILED_PRECONDITION", f"backend {self.kernel.variant} is closed")
         if phase not in self._phases:
             raise ScantuneError("NOT_FOUND", f"backend {self.kernel.variant} has no '{phase}' launch "
                                 f"(it has {', '.join(self._phases)})")
-        packed = bytes(params) if isinstance(params, (bytes, bytearray, memoryview)) else self.pack(params)
+        packed = (bytes(params) if isinstance(params, (bytes, bytearray, memoryview))
+                  else self.pack(params, workspace))
         if len(packed) != self.kernel.params_size_bytes:
             raise _invalid(f"parameter struct of {len(packed)} bytes; backend {self.kernel.variant} takes "
                            f"{self.kernel.params_size_bytes}")
         handle = int(getattr(stream, "cuda_stream", stream) or 0) or None
         lib, zero = self._lib, self.kernel.workspace_zero_bytes
+        own = workspace is None
+        address = self.workspace if own else self._own_workspace(workspace)
         with self._current():
-            if zero and (self._zero_pending or not self.kernel.workspace_zero_once):
-                _check(lib, lib.cuMemsetD8Async(self.workspace, 0, zero, handle), "cuMemsetD8Async(workspace)")
-                self._zero_pending = False
+            if zero and ((own and self._zero_pending) or not self.kernel.workspace_zero_once):
+                _check(lib, lib.cuMemsetD8Async(address, 0, zero, handle), "cuMemsetD8Async(workspace)")
+                if own:
+                    self._zero_pending = False
             struct = ctypes.create_string_buffer(packed, len(packed))  # the driver copies it at launch
             args = (c_void_p * 1)(ctypes.addressof(struct))  # the kernels' one argument: the struct, by value
             for function, config, _, call in self._phases[phase]:
