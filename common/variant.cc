@@ -70,7 +70,7 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
               {'g', &Variant::segment}};
     case Algorithm::kTimeScan:
       return {{'d', &Variant::dim_block}, {'w', &Variant::segments}, {'i', &Variant::items},
-              {'s', &Variant::state_split, true}};
+              {'s', &Variant::state_split, true}, {'f', &Variant::fixed_sums, true}};
     case Algorithm::kTestFault:
     case Algorithm::kTestHang:
       return {};
@@ -190,7 +190,7 @@ size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
   for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm,
                    v.order, v.dim_block, v.state_split, v.segment, v.save_every, v.h_from_y,
-                   v.fwd_blocks, v.fwd_items, v.atomic_sums, v.chained}) {
+                   v.fwd_blocks, v.fwd_items, v.atomic_sums, v.chained, v.fixed_sums}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

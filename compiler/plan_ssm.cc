@@ -46,6 +46,14 @@ constexpr FusedKnobs kFusedVariants[] = {
 struct TscanKnobs {
   int dim_block, warps, items, groups;
 };
+// _f1 (fixed-order sums: the deterministic backward) at 256 threads: the fwd_bwd winner d8_w1_i8
+// (bench/NOTES.md, session 4) and d8_w1_i4, the other winner d16_w1_i4's per-thread work on half
+// its channels (d16_w1_i4's 512-thread backward sits at 128 registers, and _f1's stores spill
+// 4-32 bytes there at fp32: CanImplement refuses _f1 above 256 threads).
+constexpr TscanKnobs kTscanFixedVariants[] = {{8, 1, 8, 0}, {8, 1, 4, 0}};
+constexpr int kMaxFixedSumsThreads = 256;
+// Above this the _f1 partials ((D / dim_block) x B x L x N x 2 fp32) are refused.
+constexpr int64_t kMaxFixedSumsBytes = int64_t{8} << 30;
 constexpr TscanKnobs kTscanVariants[] = {{8, 1, 4, 0}, {8, 1, 8, 0}, {8, 2, 4, 0}, {16, 1, 4, 0},
                                          {4, 4, 2, 0}, {4, 1, 4, 0}, {4, 1, 8, 2}, {8, 1, 8, 2},
                                          {4, 1, 4, 2}, {8, 1, 4, 2}, {4, 1, 4, 4}, {8, 1, 4, 4},
@@ -153,15 +161,24 @@ class SsmPlannerImpl final : public OpPlanner {
       variants.push_back({.algorithm = Algorithm::kTimeScan, .segments = k.warps, .items = k.items,
                           .dim_block = k.dim_block, .state_split = k.groups});
     }
+    for (const TscanKnobs& k : kTscanFixedVariants) {
+      variants.push_back({.algorithm = Algorithm::kTimeScan, .segments = k.warps, .items = k.items,
+                          .dim_block = k.dim_block, .state_split = k.groups, .fixed_sums = 1});
+    }
     return variants;
   }
 
-  // Every family's backward adds dBm, dCm, dA, dD and ddelta_bias by float
-  // atomics (shared, then global memory); the forwards sum in fixed orders.
-  bool Deterministic(const Variant&, const Problem& problem) const override { return problem.mode == Mode::kFwd; }
+  // The forwards sum in fixed orders. Every family's backward adds dBm, dCm,
+  // dA, dD and ddelta_bias by float atomics (shared, then global memory),
+  // but tscan's _f1, which writes them as partials that its finalize sums in
+  // a fixed order.
+  bool Deterministic(const Variant& v, const Problem& problem) const override {
+    return problem.mode == Mode::kFwd || (v.algorithm == Algorithm::kTimeScan && v.fixed_sums != 0);
+  }
 
   Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits& device) const override {
     if (v.algorithm == Algorithm::kTimeScan) return CanImplementTscan(v, problem, device);
+    if (v.fixed_sums != 0) return InvalidArgument("_f" + std::to_string(v.fixed_sums) + ": fixed-order sums are tscan's");
     ASSIGN_OR_RETURN(const Config c, ConfigOf(v));
     RETURN_IF_ERROR(CheckStateAndShape(problem));
     const Shape& s = problem.shape;
@@ -285,9 +302,16 @@ class SsmPlannerImpl final : public OpPlanner {
                                std::to_string(v.items) + ", " + std::to_string(TscanGroups(v)) + ", " +
                                b(ssm.delta_bias) + ", " + b(ssm.delta_softplus) + ", " + b(ssm.z_gate);
       // fwd (y), fwd (y + checkpoints), checkpoints only, bwd, bwd_finalize
+      // (_f1: the backward with FIXED 1 and the fixed-order finalize).
+      const std::string finalize =
+          v.fixed_sums != 0
+              ? Instance("selective_scan_bwd_finalize_fixed",
+                         std::string(TypeName(dtype)) + ", " + std::to_string(n) + ", " + std::to_string(v.dim_block) +
+                             ", " + std::to_string(SsmTscanChunk(v.segments, v.items)))
+              : Instance("selective_scan_bwd_finalize", std::string(TypeName(dtype)) + ", " + std::to_string(n));
       return {Instance("selective_scan_tscan_fwd", args + ", 1"), Instance("selective_scan_tscan_fwd", args + ", 3"),
-              Instance("selective_scan_tscan_fwd", args + ", 2"), Instance("selective_scan_tscan_bwd", args),
-              Instance("selective_scan_bwd_finalize", std::string(TypeName(dtype)) + ", " + std::to_string(n))};
+              Instance("selective_scan_tscan_fwd", args + ", 2"),
+              Instance("selective_scan_tscan_bwd", v.fixed_sums != 0 ? args + ", 1" : args), finalize};
     }
     StatusOr<Config> config = ConfigOf(v);
     if (!config.ok()) return {};
@@ -361,6 +385,24 @@ class SsmPlannerImpl final : public OpPlanner {
     if (v.items < 1 || v.items > 16) {
       return InvalidArgument("items " + std::to_string(v.items) + " not in [1, 16]");
     }
+    if (v.fixed_sums != 0) {
+      if (v.fixed_sums != 1) return InvalidArgument("_f" + std::to_string(v.fixed_sums) + ": fixed sums are _f1");
+      if (!HasBwd(problem.mode)) {
+        return InvalidArgument("_f1: fixed-order sums are the backward's (a forward has none; take the plain variant)");
+      }
+      if (v.segments != 1) {
+        return InvalidArgument("_f1 needs one warp along time (w1), not " + std::to_string(v.segments));
+      }
+      if (TscanThreads(v) > kMaxFixedSumsThreads) {
+        return ResourceExhausted("_f1 at " + std::to_string(TscanThreads(v)) + " threads per block: its fp32 backward "
+                                 "would spill (at most " + std::to_string(kMaxFixedSumsThreads) + ")");
+      }
+      const int64_t bytes = FixedSumsBytes(v, problem);
+      if (bytes > kMaxFixedSumsBytes) {
+        return ResourceExhausted("_f1's partials would take " + std::to_string(bytes >> 20) + " MiB of workspace (limit " +
+                                 std::to_string(kMaxFixedSumsBytes >> 20) + " MiB)");
+      }
+    }
     const int groups = TscanGroups(v);
     if (groups != 1 && groups != 2 && groups != 4) {
       return InvalidArgument("state groups " + std::to_string(groups) + " not in {1, 2, 4}");
@@ -424,6 +466,13 @@ class SsmPlannerImpl final : public OpPlanner {
       return ResourceExhausted(std::to_string(s.batch) + " batches: over the grid's z limit of 65535");
     }
     return Status::Ok();
+  }
+
+  // _f1's partials (SsmFixedSums, without the layout before them).
+  static int64_t FixedSumsBytes(const Variant& v, const Problem& problem) {
+    const Shape& s = problem.shape;
+    const SsmFixedSums f = SsmFixedSumsLayout(s.batch, s.length, s.width, problem.ssm.state, v.dim_block, 0);
+    return f.total * static_cast<int64_t>(sizeof(float));
   }
 
   // Bytes of dynamic shared memory: the larger of the forward's and (bwd) the backward's.
@@ -493,8 +542,13 @@ class SsmPlannerImpl final : public OpPlanner {
     if (HasBwd(problem.mode)) {
       const SsmWorkspace w =
           SsmWorkspaceLayout(s.batch, s.length, s.width, n, 0, SsmTscanChunk(v.segments, v.items));
-      plan.workspace_bytes = static_cast<uint64_t>(w.total) * sizeof(float);
-      plan.workspace_zero_bytes = static_cast<uint64_t>(w.zero_end) * sizeof(float);
+      if (v.fixed_sums != 0) {  // partials after the layout, every one written: nothing to zero
+        const SsmFixedSums f = SsmFixedSumsLayout(s.batch, s.length, s.width, n, v.dim_block, w.total);
+        plan.workspace_bytes = static_cast<uint64_t>(f.total) * sizeof(float);
+      } else {
+        plan.workspace_bytes = static_cast<uint64_t>(w.total) * sizeof(float);
+        plan.workspace_zero_bytes = static_cast<uint64_t>(w.zero_end) * sizeof(float);
+      }
     }
     return plan;
   }

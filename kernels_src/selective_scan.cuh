@@ -654,7 +654,8 @@ __global__ void __launch_bounds__(256) selective_scan_bwd_finalize(SelectiveScan
 // summed over the block's channels in shared memory (double buffered: one
 // barrier per state) and leave as one coalesced atomic per (t, n) per block
 // and chunk; dA per (d, n) sums in shared memory over the whole sequence
-// (one atomic per block).
+// (one atomic per block). `_f1` stores those as partials instead, summed in a
+// fixed order by selective_scan_bwd_finalize_fixed (the same bits every run).
 namespace ssm {
 
 constexpr unsigned kFull = 0xffffffffu;
@@ -1135,9 +1136,13 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
   }
 }
 
-SSM_T_TEMPLATE
+// FIXED 1 (`_f1`, one warp along time: TW 1): the reductions leave as partials, each element
+// written by this block alone (SsmFixedSums), for selective_scan_bwd_finalize_fixed to sum in a
+// fixed order; 0: float atomics into the zeroed prefix.
+template <typename T, int N, int DB, int TW, int K, int SW, bool BIAS, bool SOFTPLUS, bool GATE, int FIXED = 0>
 __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW>::BWD_BLOCKS))
     selective_scan_tscan_bwd(SelectiveScanParams p) {
+  static_assert(FIXED == 0 || TW == 1, "_f1: one writer of dDv per (b, d) needs one warp along time");
   scan::GridDependencyWait();  // programmatic dependent launch: before any memory access
   scan::LaunchDependents();
   using C = ssm::TCfg<N, DB, TW, K, SW>;
@@ -1315,15 +1320,24 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
     }
     __syncthreads();  // the last state's reduction is in sSum; sRed is free
     // The chunk's (dBm, dCm): one coalesced atomic per (t, n) and block (the chunk's (t, n) are
-    // contiguous in the (B, L, N) sums: one base pointer, 32-bit offsets).
+    // contiguous in the (B, L, N) sums: one base pointer, 32-bit offsets); FIXED: a plain store
+    // into this channel group's own (B, L, N) partial.
     {
-      float* dst = wsf + ws.dB + (b * L + tc) * N;
-      const long long to_dC = ws.dC - ws.dB;
+      const SsmFixedSums fx = SsmFixedSumsLayout(B, L, D, N, DB, ws.total);
+      float* dst = FIXED ? wsf + fx.dB + ((static_cast<long long>(blockIdx.x) * B + b) * L + tc) * N
+                         : wsf + ws.dB + (b * L + tc) * N;
+      const long long to_dC = FIXED ? fx.dC - fx.dB : ws.dC - ws.dB;
       const int inside = static_cast<int>(min(static_cast<long long>(TC), L - tc)) * N;
       for (int i = threadIdx.x; i < 2 * TC * N; i += C::THREADS) {
         const int which = i / (TC * N), r = i % (TC * N);
         const int tl = r / N, n = r % N;
-        if (r < inside) atomicAdd(dst + (which ? to_dC : 0) + r, sSum[(which * N + n) * NS + (tl % K) * TPC + tl / K]);
+        if (r >= inside) continue;
+        const float v = sSum[(which * N + n) * NS + (tl % K) * TPC + tl / K];
+        if (FIXED) {
+          dst[(which ? to_dC : 0) + r] = v;
+        } else {
+          atomicAdd(dst + (which ? to_dC : 0) + r, v);
+        }
       }
     }
     // The state groups' partial du, ddelta (, y) meet in group 0.
@@ -1367,6 +1381,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
     if (GATE) ssm::StoreRows<T, C, kLean>(p.dz, rows + 2 * DB * RS, b, L, D, d0, tc);
   }
   __syncthreads();
+  const SsmFixedSums fx = SsmFixedSumsLayout(B, L, D, N, DB, ws.total);
   const float* fin = sG + par * DB * N;  // q entering step 0 = d/dh0
   for (int i = threadIdx.x; i < DB * N; i += C::THREADS) {
     const long long di = d0 + i / N;
@@ -1374,13 +1389,63 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
     if (p.dh0) p.dh0[(b * D + di) * N + i % N] = fin[i];
     float s = 0.f;
     for (int j = 0; j < TW; ++j) s += sdA[((i / N) * TW + j) * N + i % N];
-    atomicAdd(&wsf[ws.dA + di * N + i % N], s);
+    if (FIXED) {
+      wsf[fx.dA + (b * D + di) * N + i % N] = s;
+    } else {
+      atomicAdd(&wsf[ws.dA + di * N + i % N], s);
+    }
   }
   dDv_acc = ssm::WarpSum(dDv_acc);
   dbias_acc = ssm::WarpSum(dbias_acc);
   if (valid && sg == 0 && lane == 0) {
-    atomicAdd(&wsf[ws.dDv + d], dDv_acc);
-    if (BIAS) atomicAdd(&wsf[ws.dbias + d], dbias_acc);
+    if (FIXED) {
+      wsf[fx.dDv + b * D + d] = dDv_acc;
+      if (BIAS) wsf[fx.dbias + b * D + d] = dbias_acc;
+    } else {
+      atomicAdd(&wsf[ws.dDv + d], dDv_acc);
+      if (BIAS) atomicAdd(&wsf[ws.dbias + d], dbias_acc);
+    }
+  }
+}
+
+// tscan _f1's finalize: each output the sum of its partials in a fixed order (dBm, dCm over the
+// channel groups, dA, dDv, ddelta_bias over the batch), in fp32, then dBm, dCm to the dtype.
+// TC: the backward's chunk (the partials start after its layout's end).
+template <typename T, int N, int DB, int TC>
+__global__ void __launch_bounds__(256) selective_scan_bwd_finalize_fixed(SelectiveScanParams p) {
+  scan::GridDependencyWait();
+  scan::LaunchDependents();
+  const long long B = p.batch, L = p.length, D = p.dim;
+  const SsmFixedSums fx = SsmFixedSumsLayout(B, L, D, N, DB, SsmWorkspaceLayout(B, L, D, N, 0, TC).total);
+  const float* wsf = static_cast<const float*>(p.workspace);
+  const long long tokens = B * L * N, params = D * N;
+  const long long n = tokens > params ? tokens : params;
+  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    if (i < tokens) {
+      float sb = 0.f, sc = 0.f;
+      for (long long g = 0; g < fx.groups; ++g) {
+        sb += wsf[fx.dB + g * tokens + i];
+        sc += wsf[fx.dC + g * tokens + i];
+      }
+      ssm::St<T>(p.dBm, i, sb);
+      ssm::St<T>(p.dCm, i, sc);
+    }
+    if (i < params) {
+      float s = 0.f;
+      for (long long b = 0; b < B; ++b) s += wsf[fx.dA + b * params + i];
+      p.dA[i] = s;
+    }
+    if (i < D) {
+      float sd = 0.f;
+      for (long long b = 0; b < B; ++b) sd += wsf[fx.dDv + b * D + i];
+      p.dDv[i] = sd;
+      if (p.ddelta_bias) {  // (the partials exist only with the bias)
+        float sbias = 0.f;
+        for (long long b = 0; b < B; ++b) sbias += wsf[fx.dbias + b * D + i];
+        p.ddelta_bias[i] = sbias;
+      }
+    }
   }
 }
 

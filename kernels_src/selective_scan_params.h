@@ -93,6 +93,28 @@ SSM_HD struct SsmWorkspace SsmWorkspaceLayout(long long B, long long L, long lon
   return w;
 }
 
+// tscan _f1 (fixed-order sums): the backward writes what the atomics would
+// add as partials, each element by one block, and selective_scan_bwd_finalize_fixed sums
+// them in a fixed order, so every gradient has the same bits on every run.
+// After the tscan layout's end (base = SsmWorkspaceLayout(..., 0, chunk).total;
+// nothing of it is zeroed): dB, dC [G][B][L][N] for the G = ceil(D / DB)
+// channel groups, dA [B][D][N], dDv and dbias [B][D].
+struct SsmFixedSums {
+  long long groups, dB, dC, dA, dDv, dbias, total;
+};
+SSM_HD struct SsmFixedSums SsmFixedSumsLayout(long long B, long long L, long long D, long long N, long long DB,
+                                              long long base) {
+  struct SsmFixedSums f;
+  f.groups = (D + DB - 1) / DB;
+  f.dB = SsmRound(base);
+  f.dC = f.dB + SsmRound(f.groups * B * L * N);
+  f.dA = f.dC + SsmRound(f.groups * B * L * N);
+  f.dDv = f.dA + SsmRound(B * D * N);
+  f.dbias = f.dDv + SsmRound(B * D);
+  f.total = f.dbias + SsmRound(B * D);
+  return f;
+}
+
 // tscan (lanes along time; kernels selective_scan_tscan_*): a block holds DB
 // channels x SW state groups x TW warps per channel and group, each lane K
 // consecutive timesteps, so one chunk is TC = 32 * TW * K steps; state group

@@ -3,7 +3,8 @@
 // for cuobjdump --dump-sass / nvdisasm. Not a test; no GPU needed.
 //   scantune_nvrtc_dump OUT_DIR DTYPE VARIANT... (DTYPE: fp32|bf16|fp16)
 // The operator is linear_scan unless SCANTUNE_OP names another (rglru, samu,
-// selective_scan; selective_scan at N = 16, no options).
+// selective_scan; selective_scan at N = SCANTUNE_SSM_STATE, default 16, with
+// delta_bias, delta_softplus and the z gate where SCANTUNE_SSM_OPTIONS=1).
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -44,6 +45,10 @@ int main(int argc, char** argv) {
     request.variant = *variant;
     request.op = op;
     request.dtype = *dtype;
+    if (const char* n = std::getenv("SCANTUNE_SSM_STATE"); n != nullptr) request.ssm.state = std::atoi(n);
+    if (const char* o = std::getenv("SCANTUNE_SSM_OPTIONS"); o != nullptr && std::string(o) == "1") {
+      request.ssm.delta_bias = request.ssm.delta_softplus = request.ssm.z_gate = true;
+    }
     auto result = compiler.Compile(request);
     if (!result.ok()) {
       std::fprintf(stderr, "%s: %s\n", argv[i], result.status().ToString().c_str());

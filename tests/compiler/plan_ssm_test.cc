@@ -53,6 +53,8 @@ TEST(SsmEnumerate, FamiliesAndNames) {
   EXPECT_TRUE(names.count("tscan_d4_w1_i8_s2"));
   EXPECT_TRUE(names.count("tscan_d4_w1_i4_s4"));
   EXPECT_TRUE(names.count("tscan_d8_w1_i16"));
+  EXPECT_TRUE(names.count("tscan_d8_w1_i8_f1"));
+  EXPECT_TRUE(names.count("tscan_d8_w1_i4_f1"));
   EXPECT_TRUE(names.count("fused_d32_s4_c8"));
   EXPECT_TRUE(names.count("fusedseg_d32_s4_c8_g256"));
   EXPECT_EQ(std::string(MainHeader(Op::kSelectiveScan)), "selective_scan.cuh");
@@ -67,20 +69,23 @@ TEST(SsmCanImplement, DeviceShapesHaveFusedVariants) {
         int fused = 0;
         for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
           const Status st = CanImplement(v, p, h200);
-          // Forward-only tscan variants (512-1024 threads: too few registers for the backward) excepted.
+          // Forward-only tscan variants (512-1024 threads: too few registers for the backward) excepted,
+          // and the backward-only _f1 (fixed-order sums) in fwd.
           const bool fwd_only = v.algorithm == Algorithm::kTimeScan && mode == Mode::kFwdBwd &&
                                 st.code() == StatusCode::kResourceExhausted;
+          const bool bwd_only = v.fixed_sums != 0 && mode == Mode::kFwd;
           if ((v.algorithm == Algorithm::kFused || v.algorithm == Algorithm::kFusedSeg ||
-               v.algorithm == Algorithm::kTimeScan) && !fwd_only) {
+               v.algorithm == Algorithm::kTimeScan) && !fwd_only && !bwd_only) {
             EXPECT_TRUE(st.ok()) << v.Name() << " " << p.Key() << ": " << st.ToString();
             fused += st.ok();
           }
           if (!st.ok()) continue;
           StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
           ASSERT_TRUE(plan.ok()) << v.Name();
-          // The workspace stays far below a (B, L, D, N) fp32 tensor.
+          // The workspace stays far below a (B, L, D, N) fp32 tensor; _f1's partials (2 N / dim_block
+          // fp32 per element: a quarter of it at d8) below half of it.
           const uint64_t full = 4ull * l * d * 16 * sizeof(float);
-          EXPECT_LE(plan->workspace_bytes * 4, full) << v.Name() << " " << p.Key();
+          EXPECT_LE(plan->workspace_bytes * (v.fixed_sums != 0 ? 2 : 4), full) << v.Name() << " " << p.Key();
         }
         EXPECT_GE(fused, 12);
       }
@@ -108,23 +113,74 @@ TEST(SsmCanImplement, Rejections) {
 }
 
 // Deterministic (plan.h): every family's forward sums in fixed orders; every
-// backward adds dBm, dCm, dA, dD and ddelta_bias by float atomics.
-TEST(SsmDeterministic, ForwardOnly) {
+// backward adds dBm, dCm, dA, dD and ddelta_bias by float atomics, but tscan's
+// _f1, whose finalize sums its partials in a fixed order.
+TEST(SsmDeterministic, ForwardsAndFixedSumBackwards) {
   std::set<Algorithm> families;
+  int fixed = 0;
   for (const Variant& v : EnumerateVariants(Op::kSelectiveScan, false)) {
     families.insert(v.algorithm);
+    fixed += v.fixed_sums != 0;
     for (bool options : {false, true}) {
       EXPECT_TRUE(Deterministic(v, Ssm(4, 2048, 1024, 16, Mode::kFwd, DType::kBF16, options))) << v.Name();
-      EXPECT_FALSE(Deterministic(v, Ssm(4, 2048, 1024, 16, Mode::kBwd, DType::kBF16, options))) << v.Name();
-      EXPECT_FALSE(Deterministic(v, Ssm(4, 2048, 1024, 16, Mode::kFwdBwd, DType::kBF16, options))) << v.Name();
+      EXPECT_EQ(Deterministic(v, Ssm(4, 2048, 1024, 16, Mode::kBwd, DType::kBF16, options)), v.fixed_sums != 0)
+          << v.Name();
+      EXPECT_EQ(Deterministic(v, Ssm(4, 2048, 1024, 16, Mode::kFwdBwd, DType::kBF16, options)), v.fixed_sums != 0)
+          << v.Name();
     }
   }
   EXPECT_EQ(families.size(), 5u);
+  EXPECT_GE(fixed, 2);
   for (const char* name : {"tscan_d8_w1_i4", "fused_d32_s4_c8", "fusedseg_d32_s4_c8_g256"}) {
     const Variant v = *Variant::Parse(name);
     EXPECT_TRUE(Deterministic(v, Ssm(1, 512, 256, 16, Mode::kFwd))) << name;
     EXPECT_FALSE(Deterministic(v, Ssm(1, 512, 256, 16, Mode::kFwdBwd))) << name;
   }
+  EXPECT_TRUE(Deterministic(*Variant::Parse("tscan_d4_w1_i4_s2_f1"), Ssm(1, 512, 256, 16, Mode::kFwdBwd)));
+}
+
+// _f1: the backward stores its reductions as partials (SsmFixedSums, after the
+// tscan layout, nothing zeroed) and the fixed-order finalize sums them.
+TEST(SsmMakePlan, TscanFixedSums) {
+  const DeviceLimits h200;
+  const Variant v = *Variant::Parse("tscan_d8_w1_i8_f1");
+  EXPECT_EQ(v.fixed_sums, 1);
+  EXPECT_EQ(v.Name(), "tscan_d8_w1_i8_f1");
+  const Problem p = Ssm(4, 1000, 100, 16, Mode::kFwdBwd, DType::kBF16, true);
+  StatusOr<LaunchPlan> plan = MakePlan(v, p, h200);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  ASSERT_EQ(plan->launches.size(), 3u);
+  EXPECT_EQ(plan->launches[0].name_expression,
+            "selective_scan_tscan_fwd<__nv_bfloat16, 16, 8, 1, 8, 1, true, true, true, 3>");
+  EXPECT_EQ(plan->launches[1].name_expression,
+            "selective_scan_tscan_bwd<__nv_bfloat16, 16, 8, 1, 8, 1, true, true, true, 1>");
+  EXPECT_EQ(plan->launches[2].name_expression, "selective_scan_bwd_finalize_fixed<__nv_bfloat16, 16, 8, 256>");
+  const SsmWorkspace w = SsmWorkspaceLayout(4, 1000, 100, 16, 0, 256);
+  const SsmFixedSums f = SsmFixedSumsLayout(4, 1000, 100, 16, 8, w.total);
+  EXPECT_EQ(f.groups, 13);  // ceil(100 / 8)
+  EXPECT_GE(f.dB, w.total);
+  EXPECT_EQ(f.dC - f.dB, SsmRound(13 * 4 * 1000 * 16));
+  EXPECT_EQ(f.total - f.dA, SsmRound(4 * 100 * 16) + 2 * SsmRound(4 * 100));
+  EXPECT_EQ(plan->workspace_bytes, static_cast<uint64_t>(f.total) * 4);
+  EXPECT_EQ(plan->workspace_zero_bytes, 0u);
+  plan = MakePlan(v, Ssm(4, 1000, 100, 16, Mode::kBwd), h200);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->launches.size(), 3u);
+  EXPECT_EQ(plan->launches[1].name_expression, "selective_scan_tscan_bwd<float, 16, 8, 1, 8, 1, false, false, false, 1>");
+
+  // Rejections: a forward (no sums), several warps along time, a family other than tscan, a value
+  // other than 1, partials over the cap.
+  EXPECT_EQ(CanImplement(v, Ssm(4, 1000, 100, 16, Mode::kFwd), h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(*Variant::Parse("tscan_d8_w2_i4_f1"), p, h200).code(), StatusCode::kInvalidArgument);
+  Variant fused = *Variant::Parse("fused_d32_s4_c8");
+  fused.fixed_sums = 1;
+  EXPECT_EQ(CanImplement(fused, p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(*Variant::Parse("tscan_d8_w1_i8_f2"), p, h200).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CanImplement(*Variant::Parse("tscan_d16_w1_i4_f1"), p, h200).code(), StatusCode::kResourceExhausted);
+  EXPECT_TRUE(CanImplement(*Variant::Parse("tscan_d16_w1_i4"), p, h200).ok());
+  const Status huge = CanImplement(*Variant::Parse("tscan_d4_w1_i4_f1"), Ssm(64, 1 << 20, 256, 16, Mode::kFwdBwd), h200);
+  EXPECT_EQ(huge.code(), StatusCode::kResourceExhausted) << huge.ToString();
+  EXPECT_NE(huge.ToString().find("partials"), std::string::npos) << huge.ToString();
 }
 
 TEST(SsmMakePlan, LaunchesAndWorkspace) {

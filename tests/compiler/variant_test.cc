@@ -146,6 +146,16 @@ TEST(VariantNames, FusedFamiliesRoundTrip) {
   }
   EXPECT_FALSE(Variant::Parse("fused_d32_s4").ok());
   EXPECT_FALSE(Variant::Parse("fusedseg_d32_s4_c8_g0").ok());
+  // tscan's optional knobs: state groups, then fixed-order sums.
+  StatusOr<Variant> fixed = Variant::Parse("tscan_d4_w1_i8_s2_f1");
+  ASSERT_TRUE(fixed.ok()) << fixed.status().ToString();
+  EXPECT_EQ(fixed->state_split, 2);
+  EXPECT_EQ(fixed->fixed_sums, 1);
+  EXPECT_EQ(fixed->Name(), "tscan_d4_w1_i8_s2_f1");
+  EXPECT_EQ(Variant::Parse("tscan_d8_w1_i8_f1")->Name(), "tscan_d8_w1_i8_f1");
+  EXPECT_NE(VariantHash()(*Variant::Parse("tscan_d8_w1_i8_f1")), VariantHash()(*Variant::Parse("tscan_d8_w1_i8")));
+  EXPECT_FALSE(Variant::Parse("tscan_d4_w1_i8_f1_s2").ok()) << "knobs keep their order";
+  EXPECT_FALSE(Variant::Parse("fused_d32_s4_c8_f1").ok()) << "fused has no _f knob";
   EXPECT_FALSE(Variant::Parse("fused_d32_x4_c8").ok());
 }
 

@@ -158,16 +158,21 @@ TEST(DeterminismGpuTest, SamuDeterministicVariantsGiveTheSameBits) {
                    Named({"chunked_v8_t256_c32_y1", "chunked_v8_t512_c64_y1_a1", "chunked_v8_t256_c64_h4"}));
 }
 
-// selective_scan: the forwards only (every backward adds by atomics).
-TEST(DeterminismGpuTest, SelectiveScanForwardsGiveTheSameBits) {
+// selective_scan: every forward; of the backwards only tscan's _f1 (the
+// others add by atomics). D = 1024 puts 64-128 channel groups' partials under
+// each dBm, dCm; B = 4 four batches' under each dA. Named: an _f1 point with
+// state groups, which is not enumerated.
+TEST(DeterminismGpuTest, SelectiveScanDeterministicVariantsGiveTheSameBits) {
   std::vector<Problem> problems = {Make(Op::kSelectiveScan, {2, 1000, 70}, DType::kF32, Mode::kFwd),
                                    Make(Op::kSelectiveScan, {1, 8192, 256}, DType::kF32, Mode::kFwd),
-                                   Make(Op::kSelectiveScan, {2, 1000, 70}, DType::kF32, Mode::kFwdBwd)};
+                                   Make(Op::kSelectiveScan, {2, 1000, 70}, DType::kF32, Mode::kFwdBwd),
+                                   Make(Op::kSelectiveScan, {4, 2048, 1024}, DType::kF32, Mode::kFwdBwd),
+                                   Make(Op::kSelectiveScan, {4, 2048, 1024}, DType::kF32, Mode::kBwd)};
   for (Problem& p : problems) {
     p.ssm.state = 16;
     p.ssm.delta_bias = p.ssm.delta_softplus = p.ssm.z_gate = true;
   }
-  CheckDeterminism(problems);
+  CheckDeterminism(problems, Named({"tscan_d4_w1_i8_s2_f1"}));
 }
 
 }  // namespace
