@@ -255,6 +255,82 @@ TEST(TscanEmulation, MatchesReferenceInFloat64) {
   for (const EmuCase& e : cases) CheckEmulation(e);
 }
 
+// tscan _f1 (the fixed-order backward, selective_scan_tscan_bwd<..., FIXED 1> and
+// selective_scan_bwd_finalize_fixed), emulated with the kernels' partial layout (SsmFixedSums):
+// in float64 every gradient matches the reference to 1e-12 and every partial float is written
+// exactly once (none twice, none left to the poison); in fp32 the gradients have the same bits
+// whichever order the blocks run in, where the atomics' sums (the plain backward, emulated in
+// the two orders) do not.
+TEST(TscanEmulation, FixedSumsMatchTheReferenceInAnyBlockOrder) {
+  const std::vector<EmuCase> cases = {
+      {{16, 8, 1, 8, 1}, {3, 700, 37}, true, true},   // d8_w1_i8: 5 channel groups, the last partial
+      {{16, 8, 1, 4, 1}, {2, 300, 16}, false, false},  // d8_w1_i4
+      {{16, 4, 1, 8, 2}, {2, 260, 9}, true, false},    // state groups (tscan_d4_w1_i8_s2_f1)
+      {{8, 8, 1, 4, 1}, {1, 1, 5}, false, true},       // L = 1, one block
+  };
+  for (const EmuCase& e : cases) {
+    Case c;
+    c.shape = e.shape;
+    c.n = e.t.N;
+    c.bias = c.softplus = c.gate = e.options;
+    c.h0 = e.h0;
+    c.Fill(300 + e.shape.length);
+    const SsmRefInputs in = c.In();
+    const SsmBackwardRef g = SelectiveScanBackward(in, c.dy);
+    const std::string what = "N" + std::to_string(e.t.N) + " d" + std::to_string(e.t.DB) + " i" +
+                             std::to_string(e.t.K) + " s" + std::to_string(e.t.SW) + " " + FormatShape(e.shape);
+    testing::TscanEmulator<double> emu;
+    emu.s = e.t;
+    emu.in = &in;
+    emu.dy = c.dy;
+    emu.fixed_sums = true;
+    emu.Forward(2);
+    emu.Backward();
+    EXPECT_LT(MaxRel(emu.dA, g.dA), 1e-12) << what << " dA";
+    EXPECT_LT(MaxRel(emu.dBm, g.dBm), 1e-12) << what << " dBm";
+    EXPECT_LT(MaxRel(emu.dCm, g.dCm), 1e-12) << what << " dCm";
+    EXPECT_LT(MaxRel(emu.dDv, g.dDv), 1e-12) << what << " dDv";
+    EXPECT_LT(MaxRel(emu.du, g.du), 1e-12) << what << " du";
+    if (e.options) EXPECT_LT(MaxRel(emu.dbias, g.ddelta_bias), 1e-12) << what << " ddelta_bias";
+    // Each partial once: dB, dC for t < L of every (group, b); dA, dDv (and dbias) for d < D of every b.
+    const Shape& sh = e.shape;
+    const SsmFixedSums fx = SsmFixedSumsLayout(sh.batch, sh.length, sh.width, e.t.N, e.t.DB, 0);
+    const long long used = 2 * fx.groups * sh.batch * sh.length * e.t.N + sh.batch * sh.width * e.t.N +
+                           sh.batch * sh.width * (e.options ? 2 : 1);
+    long long once = 0, more = 0;
+    for (long long i = emu.fixed_partials_begin; i < emu.fixed_partials_end; ++i) {
+      once += emu.workspace_writes[i] == 1;
+      more += emu.workspace_writes[i] > 1;
+    }
+    EXPECT_EQ(once, used) << what;
+    EXPECT_EQ(more, 0) << what;
+
+    // fp32: the two block orders, fixed sums (same bits) and atomics (the order shows).
+    auto run = [&](bool fixed, bool reversed) {
+      testing::TscanEmulator<float> f;
+      f.s = e.t;
+      f.in = &in;
+      f.dy = c.dy;
+      f.fixed_sums = fixed;
+      f.blocks_reversed = reversed;
+      f.Forward(2);
+      f.Backward();
+      return f;
+    };
+    const auto a = run(true, false), b = run(true, true);
+    EXPECT_EQ(a.dA, b.dA) << what;
+    EXPECT_EQ(a.dBm, b.dBm) << what;
+    EXPECT_EQ(a.dCm, b.dCm) << what;
+    EXPECT_EQ(a.dDv, b.dDv) << what;
+    EXPECT_EQ(a.dbias, b.dbias) << what;
+    EXPECT_EQ(a.du, b.du) << what;
+    if (e.shape.batch == 3) {  // the first case: 5 groups x 3 batches of atomics in two orders
+      const auto p = run(false, false), q = run(false, true);
+      EXPECT_NE(p.dBm, q.dBm) << what << ": the emulated atomics should show their order";
+    }
+  }
+}
+
 // The dA failure of session 2 (D = 256, L = 8192: dA rel_err 1.02-1.10e-5 > 1e-5 in three
 // families): the operator's own inputs (op_io_ssm's generator, seed 1) for channels 0..31 of
 // 4 x 8192 x 256, the kernel's fp32 arithmetic emulated, against the float64 reference. With

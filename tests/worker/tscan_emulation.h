@@ -9,10 +9,12 @@
 // arithmetic (bench/NOTES.md, selective_scan v3). Test-only; no CUDA.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels_src/selective_scan_params.h"
@@ -38,6 +40,14 @@ struct TscanEmulator {
   ExpModel model;
   const SsmRefInputs* in = nullptr;
   std::vector<double> dy;  // (B, L, D)
+  // _f1 (FIXED 1): the backward's reductions as partials at SsmFixedSums' offsets, each written by
+  // one block, then selective_scan_bwd_finalize_fixed's sums in its order; 0: the atomics' +=.
+  bool fixed_sums = false;
+  // The blocks' order (the hardware's is unspecified): false (b, d0) ascending, true descending.
+  bool blocks_reversed = false;
+  // _f1: how often the backward wrote each float of the workspace (partials: exactly once each).
+  std::vector<int> workspace_writes;
+  long long fixed_partials_begin = 0, fixed_partials_end = 0;
 
   // Outputs.
   std::vector<double> y, h_final, du, ddelta, dA, dBm, dCm, dDv, dbias, dz, dh0;
@@ -384,14 +394,33 @@ struct TscanEmulator {
     ddelta = du;
     if (gate) dz = du;
     std::vector<R> wdA(D * N, R(0)), wdB(B * L * N, R(0)), wdC(B * L * N, R(0)), wdDv(D, R(0)), wdbias(D, R(0));
+    // _f1: the workspace's partial region (poisoned), written through `put` as the kernel stores.
+    const SsmFixedSums fx = SsmFixedSumsLayout(B, L, D, N, DB, SsmWorkspaceLayout(B, L, D, N, 0, tcn).total);
+    std::vector<R> ws;
+    if (fixed_sums) {
+      ws.assign(fx.total, R(std::nan("")));
+      workspace_writes.assign(fx.total, 0);
+      fixed_partials_begin = fx.dB;
+      fixed_partials_end = fx.total;
+    }
+    auto put = [&](long long at, R v) {
+      ws[at] = v;
+      ++workspace_writes[at];
+    };
     dh0.assign(B * D * N, std::nan(""));
     std::vector<const std::span<const double>*> srcs = {&in->delta, &in->u};
     const std::span<const double> dys(dy);
     srcs.push_back(&dys);
     if (gate) srcs.push_back(&in->z);
     const int threads = Threads();
+    std::vector<std::pair<long long, long long>> blocks;  // (b, d0)
     for (long long b = 0; b < B; ++b) {
-      for (long long d0 = 0; d0 < D; d0 += DB) {
+      for (long long d0 = 0; d0 < D; d0 += DB) blocks.emplace_back(b, d0);
+    }
+    if (blocks_reversed) std::reverse(blocks.begin(), blocks.end());
+    for (const auto& [b, d0] : blocks) {
+      {
+        const long long group = d0 / DB;  // blockIdx.x
         std::vector<R> sm(lay.total, R(std::nan("")));
         StageA(sm, lay, b, d0, /*with_h0=*/false);
         for (int i = 0; i < 2 * DB * s.TW * N; ++i) sm[lay.da + i] = 0;
@@ -531,7 +560,13 @@ struct TscanEmulator {
             const int which = static_cast<int>(i / (tcn * N)), r = static_cast<int>(i % (tcn * N));
             const int tl = r / N, n = r % N;
             const long long t = tc + tl;
-            if (t < L) (which ? wdC : wdB)[(b * L + t) * N + n] += sm[sSum + (which * N + n) * ns + (tl % K) * tpc + tl / K];
+            if (t >= L) continue;
+            const R v = sm[sSum + (which * N + n) * ns + (tl % K) * tpc + tl / K];
+            if (fixed_sums) {
+              put((which ? fx.dC : fx.dB) + ((group * B + b) * L + t) * N + n, v);
+            } else {
+              (which ? wdC : wdB)[(b * L + t) * N + n] += v;
+            }
           }
           const int parts = gate ? 3 : 2;
           for (int tid = 0; tid < threads; ++tid) {
@@ -576,7 +611,11 @@ struct TscanEmulator {
           dh0[(b * D + di) * N + i % N] = sm[lay.carry + par * DB * N + i];
           R sum = 0;
           for (int w = 0; w < s.TW; ++w) sum += sm[lay.da + ((i / N) * s.TW + w) * N + i % N];
-          wdA[di * N + i % N] += sum;
+          if (fixed_sums) {
+            put(fx.dA + (b * D + di) * N + i % N, sum);
+          } else {
+            wdA[di * N + i % N] += sum;
+          }
         }
         for (int w = 0; w < threads / 32; ++w) {
           R v[32], vb[32];
@@ -595,10 +634,41 @@ struct TscanEmulator {
           }
           const Place p = PlaceOf(w * 32);
           if (d0 + p.ch < D && p.sg == 0) {
-            wdDv[d0 + p.ch] += v[0];
-            if (bias_on) wdbias[d0 + p.ch] += vb[0];
+            if (fixed_sums) {
+              put(fx.dDv + b * D + d0 + p.ch, v[0]);
+              if (bias_on) put(fx.dbias + b * D + d0 + p.ch, vb[0]);
+            } else {
+              wdDv[d0 + p.ch] += v[0];
+              if (bias_on) wdbias[d0 + p.ch] += vb[0];
+            }
           }
         }
+      }
+    }
+    if (fixed_sums) {  // selective_scan_bwd_finalize_fixed: groups, then batches, ascending
+      const long long tokens = B * L * N, params = D * N;
+      for (long long i = 0; i < tokens; ++i) {
+        R sb = 0, sc = 0;
+        for (long long g = 0; g < fx.groups; ++g) {
+          sb += ws[fx.dB + g * tokens + i];
+          sc += ws[fx.dC + g * tokens + i];
+        }
+        wdB[i] = sb;
+        wdC[i] = sc;
+      }
+      for (long long i = 0; i < params; ++i) {
+        R sa = 0;
+        for (long long b = 0; b < B; ++b) sa += ws[fx.dA + b * params + i];
+        wdA[i] = sa;
+      }
+      for (long long i = 0; i < D; ++i) {
+        R sd = 0, sbias = 0;
+        for (long long b = 0; b < B; ++b) {
+          sd += ws[fx.dDv + b * D + i];
+          if (bias_on) sbias += ws[fx.dbias + b * D + i];
+        }
+        wdDv[i] = sd;
+        wdbias[i] = sbias;
       }
     }
     auto widen = [](const std::vector<R>& v) { return std::vector<double>(v.begin(), v.end()); };
