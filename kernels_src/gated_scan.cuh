@@ -286,17 +286,7 @@ __device__ __forceinline__ float SqrtApprox(float v) { return MufuApprox<Mufu::k
 // in each (expf is within 2 ulp, not centred) grows to ~n times it in the
 // chain's product and in the gradients that follow the chain (samu's dh0 at
 // 1x1000x200: 2e-5 of max |ref|, bench/NOTES.md session 29).
-__device__ __forceinline__ float ExpNearZero(float la) {
-  float t = fmaf(la, 1.0f / 362880.0f, 1.0f / 40320.0f);
-  t = fmaf(la, t, 1.0f / 5040.0f);
-  t = fmaf(la, t, 1.0f / 720.0f);
-  t = fmaf(la, t, 1.0f / 120.0f);
-  t = fmaf(la, t, 1.0f / 24.0f);
-  t = fmaf(la, t, 1.0f / 6.0f);
-  t = fmaf(la, t, 0.5f);
-  t = fmaf(la, t, 1.0f);
-  return fmaf(la, t, 1.0f);
-}
+__device__ __forceinline__ float ExpNearZero(float la) { return fmaf(la, scan::TaylorTail<1, 8>(la), 1.0f); }
 template <typename T>
 __device__ __forceinline__ float ExpDecay(float la) {
   if constexpr (sizeof(T) == 4) {
@@ -317,13 +307,7 @@ __device__ __forceinline__ Gate MakeGate(float la) {
   const float x = 2.0f * la;
   // -expm1(x) on [-0.5, 0] by its Taylor series (relative error < 1e-8);
   // below -0.5, 1 - a^2 >= 0.39 has no cancellation.
-  float t = fmaf(x, 1.0f / 40320.0f, 1.0f / 5040.0f);
-  t = fmaf(x, t, 1.0f / 720.0f);
-  t = fmaf(x, t, 1.0f / 120.0f);
-  t = fmaf(x, t, 1.0f / 24.0f);
-  t = fmaf(x, t, 1.0f / 6.0f);
-  t = fmaf(x, t, 0.5f);
-  t = fmaf(x, t, 1.0f);
+  const float t = scan::TaylorTail<1, 7>(x);
   const float om = x > -0.5f ? -x * t : fmaf(-g.a, g.a, 1.0f);
   const float rs = rsqrtf(om);
   g.s = om > 0.0f ? om * rs : 0.0f;

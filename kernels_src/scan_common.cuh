@@ -28,6 +28,32 @@ __device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float v) { ret
 template <>
 __device__ __forceinline__ __half FromFloat<__half>(float v) { return __float2half_rn(v); }
 
+// ---- Taylor series in FMAs -------------------------------------------------
+
+// n! as a float (exact up to 13!).
+__host__ __device__ constexpr float Factorial(int n) { return n <= 1 ? 1.0f : static_cast<float>(n) * Factorial(n - 1); }
+
+// sum_{k=0}^{DEG} x^k / (k + FIRST)! by Horner's rule, highest term first, one
+// FMA per term: exp(x) = TaylorTail<0, n>(x) near 0 (selective_scan's
+// ExpAccurate, after its range reduction), exp(x) = 1 + x TaylorTail<1, n>(x)
+// (ExpNearZero) and -expm1(x) = -x TaylorTail<1, n>(x) (MakeGate's 1 - a^2).
+// (The coefficients are constexpr, so folded before code generation.)
+template <int FIRST, int K>
+__device__ __forceinline__ float HornerDown(float x, float t) {
+  if constexpr (K < 0) {
+    return t;
+  } else {
+    constexpr float c = 1.0f / Factorial(FIRST + K);
+    return HornerDown<FIRST, K - 1>(x, fmaf(x, t, c));
+  }
+}
+template <int FIRST, int DEG>
+__device__ __forceinline__ float TaylorTail(float x) {
+  static_assert(DEG >= 1 && FIRST + DEG <= 13, "factorials exact in fp32");
+  constexpr float hi = 1.0f / Factorial(FIRST + DEG), next = 1.0f / Factorial(FIRST + DEG - 1);
+  return HornerDown<FIRST, DEG - 2>(x, fmaf(x, hi, next));
+}
+
 // ---- wide packs of VEC channels -------------------------------------------
 
 // The widest plain word a pack of BYTES moves per instruction: sm_90 has no

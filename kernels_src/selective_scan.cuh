@@ -54,14 +54,7 @@ __device__ __forceinline__ float ExpAccurate(float x) {
   const float m = j - 12582912.f;
   float r = fmaf(m, -0.693145751953125f, x);
   r = fmaf(m, -1.42860682e-6f, r);
-  float q = 1.f / 5040.f;
-  q = fmaf(q, r, 1.f / 720.f);
-  q = fmaf(q, r, 1.f / 120.f);
-  q = fmaf(q, r, 1.f / 24.f);
-  q = fmaf(q, r, 1.f / 6.f);
-  q = fmaf(q, r, 0.5f);
-  q = fmaf(q, r, 1.f);
-  q = fmaf(q, r, 1.f);
+  const float q = scan::TaylorTail<0, 7>(r);
   return __int_as_float(__float_as_int(q) + (__float_as_int(j) << 23));
 }
 

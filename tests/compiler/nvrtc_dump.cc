@@ -1,7 +1,8 @@
 // Developer tool: compiles named variants with the real NVRTC and writes each
 // cubin and NVRTC log (with the ptxas register/spill report) to a directory,
 // for cuobjdump --dump-sass / nvdisasm. Not a test; no GPU needed.
-//   scantune_nvrtc_dump OUT_DIR DTYPE VARIANT... (DTYPE: fp32|bf16|fp16)
+//   scantune_nvrtc_dump OUT_DIR DTYPE VARIANT... (DTYPE: fp32|bf16|fp16; VARIANT `all`:
+//   every variant the planner enumerates for the operator)
 // The operator is linear_scan unless SCANTUNE_OP names another (rglru, samu,
 // selective_scan; selective_scan at N = SCANTUNE_SSM_STATE, default 16, with
 // delta_bias, delta_softplus and the z gate where SCANTUNE_SSM_OPTIONS=1).
@@ -9,8 +10,10 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "compiler/nvrtc_compiler.h"
+#include "compiler/plan.h"
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -32,10 +35,18 @@ int main(int argc, char** argv) {
     }
     op = *parsed;
   }
+  std::vector<std::string> names(argv + 3, argv + argc);
+  if (names.size() == 1 && names[0] == "all") {
+    names.clear();
+    for (const scantune::Variant& v : scantune::EnumerateVariants(op, /*include_test_variants=*/false)) {
+      names.push_back(v.Name());
+    }
+  }
   scantune::NvrtcCompiler compiler;
   int failures = 0;
-  for (int i = 3; i < argc; ++i) {
-    auto variant = scantune::Variant::Parse(argv[i]);
+  for (const std::string& name : names) {
+    const char* arg = name.c_str();
+    auto variant = scantune::Variant::Parse(name);
     if (!variant.ok()) {
       std::fprintf(stderr, "%s\n", variant.status().ToString().c_str());
       ++failures;
@@ -51,14 +62,14 @@ int main(int argc, char** argv) {
     }
     auto result = compiler.Compile(request);
     if (!result.ok()) {
-      std::fprintf(stderr, "%s: %s\n", argv[i], result.status().ToString().c_str());
+      std::fprintf(stderr, "%s: %s\n", arg, result.status().ToString().c_str());
       ++failures;
       continue;
     }
-    const std::string stem = out_dir + "/" + argv[i] + "_" + argv[2];
+    const std::string stem = out_dir + "/" + arg + "_" + argv[2];
     std::ofstream(stem + ".cubin", std::ios::binary) << result->cubin;
     std::ofstream(stem + ".log") << result->log;
-    std::printf("%s %s: %s %.0f ms, cubin %zu bytes\n", argv[i], argv[2],
+    std::printf("%s %s: %s %.0f ms, cubin %zu bytes\n", arg, argv[2],
                 scantune::v1::ResultState_Name(result->state).c_str(), result->compile_ms, result->cubin.size());
     for (const auto& [expr, lowered] : result->lowered_names) std::printf("  %s -> %s\n", expr.c_str(), lowered.c_str());
     if (result->state != scantune::v1::OK) {
