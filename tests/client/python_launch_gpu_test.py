@@ -67,6 +67,51 @@ TORCH_CASES = [("linear_scan", "chunked_v4_t128_c64", "fp32"),
                ("samu", "chunked_v8_t256_c32_l64_y1", "bf16")]
 
 
+# selective_scan through ServedScan: (variant, dtype, options) at (B, L, D) with N states and h0.
+SSM_SHAPE, SSM_STATE = (2, 300, 40), 16
+SSM_TORCH_CASES = [("tscan_d8_w1_i4", "fp32", False), ("tscan_d8_w1_i8_f1", "fp32", True),
+                   ("tscan_d8_w1_i8_f1", "bf16", True), ("fused_d32_s4_c8", "fp32", True)]
+
+
+def ssm_inputs(dtype, options, seed):
+    """selective_scan's inputs as the worker draws them (worker/op_io_ssm.cc): u, Bm, Cm, z, dy normal; delta a
+    step in (0.01, 0.2) or, with softplus, raw around -2; A negative, every 4th state slow; Dv, h0 normal."""
+    B, L, D = SSM_SHAPE
+    N = SSM_STATE
+    gen = torch.Generator().manual_seed(seed)
+    normal = lambda *size: torch.randn(*size, generator=gen, dtype=torch.float64)  # noqa: E731
+    uniform = lambda *size: torch.rand(*size, generator=gen, dtype=torch.float64)  # noqa: E731
+    act = {"u": normal(B, L, D), "Bm": normal(B, L, N), "Cm": normal(B, L, N), "dy": normal(B, L, D),
+           "delta": -2.0 + 0.7 * normal(B, L, D) if options else 0.01 + 0.19 * uniform(B, L, D)}
+    slow = torch.arange(N) % 4 == 0
+    f32 = {"A": torch.where(slow, -(0.01 + 0.04 * uniform(D, N)), -(0.1 + 1.9 * uniform(D, N))),
+           "Dv": normal(D), "h0": normal(B, D, N)}
+    if options:
+        act["z"] = normal(B, L, D)
+        f32["delta_bias"] = 0.1 * normal(D)
+    return {**{k: v.to("cuda", DTYPES[dtype]) for k, v in act.items()},
+            **{k: v.to("cuda", torch.float32) for k, v in f32.items()}}
+
+
+def ssm_reference(inputs, options):
+    """DESIGN.md's selective_scan in float64 from the dtype-rounded inputs, step by step; its backward by
+    autograd: {y, h_final, d<input>, dh0}."""
+    leaf = {k: v.double().requires_grad_(k != "dy") for k, v in inputs.items()}
+    delta = leaf["delta"]
+    if options:
+        delta = F.softplus(delta + leaf["delta_bias"])
+    h, ys = leaf["h0"], []
+    for t in range(delta.shape[1]):
+        d = delta[:, t, :, None]  # (B, D, 1)
+        h = torch.exp(d * leaf["A"]) * h + d * leaf["Bm"][:, t, None, :] * leaf["u"][:, t, :, None]
+        y = (h * leaf["Cm"][:, t, None, :]).sum(-1) + leaf["Dv"] * leaf["u"][:, t]
+        ys.append(y * F.silu(leaf["z"][:, t]) if options else y)
+    out = {"y": torch.stack(ys, dim=1), "h_final": h}
+    (out["y"] * leaf["dy"]).sum().backward()
+    out.update({"d" + k: v.grad for k, v in leaf.items() if v.requires_grad})
+    return {k: v.detach() for k, v in out.items()}
+
+
 def decay_parameter(width, gen):
     """p with exp(-c softplus(p)) uniform in (0.5, 0.999), fp32 (as the worker draws it)."""
     a = 0.5 + 0.499 * torch.rand(width, generator=gen, dtype=torch.float64)
@@ -237,7 +282,7 @@ class PythonLaunchGpuTest(unittest.TestCase):
                 scan = ServedScan(None, op, shape, dtype, kernel=self.kernels[(op, variant, dtype, shape, h0)])
                 try:
                     spec = scan.spec
-                    names = spec["activations"] + spec["parameters"]
+                    names = scan.names
                     leaves = [inputs[n].clone().requires_grad_() for n in names]
                     h0_leaf = inputs["h0"].clone().requires_grad_()
                     others = [inputs[n].clone().requires_grad_() for n in names]
@@ -257,6 +302,47 @@ class PythonLaunchGpuTest(unittest.TestCase):
                     self.assertFalse(h_final.requires_grad, "h_final carries no gradient")
                     with self.assertRaises(scantune.ScantuneError) as caught:
                         scan(*leaves[:-1])
+                    self.assertEqual(caught.exception.code, "INVALID_ARGUMENT")
+                finally:
+                    scan.close()
+
+    def test_served_selective_scan_is_a_torch_op_with_autograd(self):
+        """ServedScan for selective_scan (mamba's selective_scan_fn order, z and delta_bias by keyword), with
+        and without the options, with h0, a second call interleaved: y, h_final and every gradient against a
+        float64 torch reference (the recurrence step by step, its backward by autograd). The cases cover a
+        tscan point, tscan _f1 (the fixed-order backward) and a state-blocked point."""
+        B, L, D = SSM_SHAPE
+        for variant, dtype, options in SSM_TORCH_CASES:
+            with self.subTest(variant=variant, dtype=dtype, options=options):
+                opts = dict(state=SSM_STATE, delta_bias=options, delta_softplus=options, z_gate=options)
+                kernel = self.client.get_kernel("selective_scan", SSM_SHAPE, dtype, "fwd_bwd", variant=variant,
+                                                h0=True, **opts)
+                scan = ServedScan(None, "selective_scan", SSM_SHAPE, dtype, kernel=kernel, **opts)
+                try:
+                    inputs = ssm_inputs(dtype, options, zlib.crc32(repr((variant, dtype)).encode()))
+                    ref = ssm_reference(inputs, options)
+                    names = scan.names
+                    keyword = [n for n in names if n in ("z", "delta_bias")]
+                    leaves = {n: inputs[n].clone().requires_grad_() for n in names}
+                    h0_leaf = inputs["h0"].clone().requires_grad_()
+                    positional = [leaves[n] for n in names if n not in keyword]
+                    y, h_final = scan(*positional, h0=h0_leaf, **{n: leaves[n] for n in keyword})
+                    others = [inputs[n].clone().requires_grad_() for n in names]
+                    y2, _ = scan(*others[:len(positional)], h0=inputs["h0"].flip(0).contiguous(),
+                                 **dict(zip(keyword, others[len(positional):])))
+                    upstream = inputs["dy"].double()
+                    ((y.double() * upstream).sum() + (y2.double() * upstream).sum()).backward()
+                    torch.cuda.synchronize()
+                    errors = {"y": rel_err(y.detach(), ref["y"]), "h_final": rel_err(h_final, ref["h_final"]),
+                              "dh0": rel_err(h0_leaf.grad, ref["dh0"])}
+                    errors.update({"d" + n: rel_err(t.grad, ref["d" + n]) for n, t in leaves.items()})
+                    worst = max(errors, key=errors.get)
+                    print(f"  ServedScan selective_scan {variant} {dtype}{' +options' if options else ''}: "
+                          f"worst {worst} {errors[worst]:.2e} over {len(errors)}", flush=True)
+                    failed = {n: e for n, e in errors.items() if not e <= TOLERANCE[dtype]}
+                    self.assertFalse(failed, f"max|out - ref| / max|ref| above {TOLERANCE[dtype]}")
+                    with self.assertRaises(scantune.ScantuneError) as caught:  # an option's input left out
+                        scan(*positional, h0=h0_leaf) if options else scan(*positional, z=leaves["u"])
                     self.assertEqual(caught.exception.code, "INVALID_ARGUMENT")
                 finally:
                     scan.close()
