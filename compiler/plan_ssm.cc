@@ -305,7 +305,7 @@ class SsmPlannerImpl final : public OpPlanner {
       // (_f1: the backward with FIXED 1 and the fixed-order finalize).
       const std::string finalize =
           v.fixed_sums != 0
-              ? Instance("selective_scan_bwd_finalize_fixed",
+              ? Instance("selective_scan_bwd_finalize",
                          std::string(TypeName(dtype)) + ", " + std::to_string(n) + ", " + std::to_string(v.dim_block) +
                              ", " + std::to_string(SsmTscanChunk(v.segments, v.items)))
               : Instance("selective_scan_bwd_finalize", std::string(TypeName(dtype)) + ", " + std::to_string(n));

@@ -588,27 +588,40 @@ __global__ void __launch_bounds__(SSM_CFG::THREADS) selective_scan_bwd_main(Sele
   if (BIAS) atomicAdd(&wsf[ws.dbias + w.d], dbias_acc);
 }
 
-// The reductions' fp32 sums to the outputs (dBm, dCm in the dtype).
-template <typename T, int N>
+// The reductions' fp32 sums to the outputs (dBm, dCm in the dtype). DB > 0 (tscan `_f1`, the
+// backward's channels per block; TC its chunk, after whose layout the partials start): each
+// output the sum of its partials (SsmFixedSums) in a fixed order, dBm, dCm over the channel
+// groups, dA, dDv, ddelta_bias over the batch; 0: the atomics' sums in the zeroed prefix.
+template <typename T, int N, int DB = 0, int TC = 0>
 __global__ void __launch_bounds__(256) selective_scan_bwd_finalize(SelectiveScanParams p) {
   // tscan's plan launches it dependent (PDL); the state-blocked plans do not.
   scan::GridDependencyWait();
   scan::LaunchDependents();
+  constexpr bool kFixed = DB > 0;
   const long long B = p.batch, L = p.length, D = p.dim;
-  const SsmWorkspace ws = SsmWorkspaceLayout(B, L, D, N, 0, 1);  // the prefix does not depend on segment, chunk
+  // (the prefix does not depend on segment or chunk; _f1's partials start after the whole layout)
+  const SsmWorkspace ws = SsmWorkspaceLayout(B, L, D, N, 0, kFixed ? TC : 1);
+  const SsmFixedSums fx = SsmFixedSumsLayout(B, L, D, N, kFixed ? DB : 1, ws.total);
   const float* wsf = static_cast<const float*>(p.workspace);
   const long long tokens = B * L * N, params = D * N;
   const long long n = tokens > params ? tokens : params;
+  // The sum of `count` partials `stride` apart from `at`, in order.
+  auto ordered = [&](long long at, long long count, long long stride) {
+    float s = 0.f;
+    for (long long k = 0; k < count; ++k) s += wsf[at + k * stride];
+    return s;
+  };
   for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     if (i < tokens) {
-      ssm::St<T>(p.dBm, i, wsf[ws.dB + i]);
-      ssm::St<T>(p.dCm, i, wsf[ws.dC + i]);
+      ssm::St<T>(p.dBm, i, kFixed ? ordered(fx.dB + i, fx.groups, tokens) : wsf[ws.dB + i]);
+      ssm::St<T>(p.dCm, i, kFixed ? ordered(fx.dC + i, fx.groups, tokens) : wsf[ws.dC + i]);
     }
-    if (i < params) p.dA[i] = wsf[ws.dA + i];
+    if (i < params) p.dA[i] = kFixed ? ordered(fx.dA + i, B, params) : wsf[ws.dA + i];
     if (i < D) {
-      p.dDv[i] = wsf[ws.dDv + i];
-      if (p.ddelta_bias) p.ddelta_bias[i] = wsf[ws.dbias + i];
+      p.dDv[i] = kFixed ? ordered(fx.dDv + i, B, D) : wsf[ws.dDv + i];
+      // (_f1's dbias partials exist only with the bias)
+      if (p.ddelta_bias) p.ddelta_bias[i] = kFixed ? ordered(fx.dbias + i, B, D) : wsf[ws.dbias + i];
     }
   }
 }
@@ -648,7 +661,7 @@ __global__ void __launch_bounds__(256) selective_scan_bwd_finalize(SelectiveScan
 // barrier per state) and leave as one coalesced atomic per (t, n) per block
 // and chunk; dA per (d, n) sums in shared memory over the whole sequence
 // (one atomic per block). `_f1` stores those as partials instead, summed in a
-// fixed order by selective_scan_bwd_finalize_fixed (the same bits every run).
+// fixed order by selective_scan_bwd_finalize<..., DB, TC> (the same bits every run).
 namespace ssm {
 
 constexpr unsigned kFull = 0xffffffffu;
@@ -1130,7 +1143,7 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
 }
 
 // FIXED 1 (`_f1`, one warp along time: TW 1): the reductions leave as partials, each element
-// written by this block alone (SsmFixedSums), for selective_scan_bwd_finalize_fixed to sum in a
+// written by this block alone (SsmFixedSums), for selective_scan_bwd_finalize<T, N, DB, TC> to sum in a
 // fixed order; 0: float atomics into the zeroed prefix.
 template <typename T, int N, int DB, int TW, int K, int SW, bool BIAS, bool SOFTPLUS, bool GATE, int FIXED = 0>
 __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW>::BWD_BLOCKS))
@@ -1397,47 +1410,6 @@ __global__ void __launch_bounds__(DB * SW * TW * 32, (ssm::TCfg<N, DB, TW, K, SW
     } else {
       atomicAdd(&wsf[ws.dDv + d], dDv_acc);
       if (BIAS) atomicAdd(&wsf[ws.dbias + d], dbias_acc);
-    }
-  }
-}
-
-// tscan _f1's finalize: each output the sum of its partials in a fixed order (dBm, dCm over the
-// channel groups, dA, dDv, ddelta_bias over the batch), in fp32, then dBm, dCm to the dtype.
-// TC: the backward's chunk (the partials start after its layout's end).
-template <typename T, int N, int DB, int TC>
-__global__ void __launch_bounds__(256) selective_scan_bwd_finalize_fixed(SelectiveScanParams p) {
-  scan::GridDependencyWait();
-  scan::LaunchDependents();
-  const long long B = p.batch, L = p.length, D = p.dim;
-  const SsmFixedSums fx = SsmFixedSumsLayout(B, L, D, N, DB, SsmWorkspaceLayout(B, L, D, N, 0, TC).total);
-  const float* wsf = static_cast<const float*>(p.workspace);
-  const long long tokens = B * L * N, params = D * N;
-  const long long n = tokens > params ? tokens : params;
-  for (long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    if (i < tokens) {
-      float sb = 0.f, sc = 0.f;
-      for (long long g = 0; g < fx.groups; ++g) {
-        sb += wsf[fx.dB + g * tokens + i];
-        sc += wsf[fx.dC + g * tokens + i];
-      }
-      ssm::St<T>(p.dBm, i, sb);
-      ssm::St<T>(p.dCm, i, sc);
-    }
-    if (i < params) {
-      float s = 0.f;
-      for (long long b = 0; b < B; ++b) s += wsf[fx.dA + b * params + i];
-      p.dA[i] = s;
-    }
-    if (i < D) {
-      float sd = 0.f;
-      for (long long b = 0; b < B; ++b) sd += wsf[fx.dDv + b * D + i];
-      p.dDv[i] = sd;
-      if (p.ddelta_bias) {  // (the partials exist only with the bias)
-        float sbias = 0.f;
-        for (long long b = 0; b < B; ++b) sbias += wsf[fx.dbias + b * D + i];
-        p.ddelta_bias[i] = sbias;
-      }
     }
   }
 }

@@ -94,7 +94,7 @@ SSM_HD struct SsmWorkspace SsmWorkspaceLayout(long long B, long long L, long lon
 }
 
 // tscan _f1 (fixed-order sums): the backward writes what the atomics would
-// add as partials, each element by one block, and selective_scan_bwd_finalize_fixed sums
+// add as partials, each element by one block, and selective_scan_bwd_finalize<..., DB, TC> sums
 // them in a fixed order, so every gradient has the same bits on every run.
 // After the tscan layout's end (base = SsmWorkspaceLayout(..., 0, chunk).total;
 // nothing of it is zeroed): dB, dC [G][B][L][N] for the G = ceil(D / DB)

@@ -1,7 +1,8 @@
 """A real scantuned on a Unix socket in a temp dir, for the Python tests of
 tests/client (imported from the scripts' own folder): started with the
 given worker binary, returned once it answers ListDevices, stopped (and its
-dir removed) by stop()."""
+dir removed) by stop(). Also InvalidArgumentAssertions, the tests' check of
+an INVALID_ARGUMENT refusal."""
 
 import os
 import shutil
@@ -45,3 +46,16 @@ class Daemon:
         self.process.wait(timeout=30)
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class InvalidArgumentAssertions:
+    """A unittest.TestCase mixin: assertInvalid(call, *fragments) expects call() to raise ScantuneError
+    INVALID_ARGUMENT whose message holds every fragment, and returns the error."""
+
+    def assertInvalid(self, call, *fragments):
+        with self.assertRaises(scantune.ScantuneError) as caught:
+            call()
+        self.assertEqual(caught.exception.code, "INVALID_ARGUMENT", caught.exception)
+        for fragment in fragments:
+            self.assertIn(fragment, caught.exception.message)
+        return caught.exception

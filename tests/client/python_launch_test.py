@@ -17,7 +17,7 @@ import unittest
 import scantune
 from scantune import launch
 from scantune.client import pb
-from daemon_fixture import Daemon
+from daemon_fixture import Daemon, InvalidArgumentAssertions
 
 # The served kernels: plain launches; PDL with a workspace zeroed once; clusters of 2 (W = 200: two 128-channel strips).
 LINEAR = ("linear_scan", "chunked_v4_t128_c64", "2x256x96", "fp32", False)
@@ -64,7 +64,7 @@ def values_for(kernel, shape):
             for i, f in enumerate(kernel.params)}
 
 
-class PythonLaunchTest(unittest.TestCase):
+class PythonLaunchTest(InvalidArgumentAssertions, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.daemon = Daemon(os.environ["FAKE_WORKER"], prefix="scantune-pylaunch-")
@@ -76,14 +76,6 @@ class PythonLaunchTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.daemon.stop()
-
-    def assertInvalid(self, call, *fragments):
-        with self.assertRaises(scantune.ScantuneError) as caught:
-            call()
-        self.assertEqual(caught.exception.code, "INVALID_ARGUMENT", caught.exception)
-        for fragment in fragments:
-            self.assertIn(fragment, caught.exception.message)
-        return caught.exception
 
     def test_served_layouts_are_the_kernels_structs(self):
         for op, names in POINTERS.items():

@@ -18,7 +18,7 @@ import torch  # noqa: E402  (FakeTorch)
 import scantune  # noqa: E402
 import scantune.torch_ops as ops  # noqa: E402
 from scantune import launch  # noqa: E402
-from daemon_fixture import Daemon  # noqa: E402
+from daemon_fixture import Daemon, InvalidArgumentAssertions  # noqa: E402
 
 assert not hasattr(torch, "__version__"), "FakeTorch, not torch"
 
@@ -53,7 +53,7 @@ B, L, D, N = 2, 300, 40, 16
 SSM_VARIANTS = ("tscan_d8_w1_i8_f1", "tscan_d8_w1_i4", "fused_d32_s4_c8")
 
 
-class ServedScanTest(unittest.TestCase):
+class ServedScanTest(InvalidArgumentAssertions, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.loaded_kernel = ops.LoadedKernel
@@ -65,13 +65,6 @@ class ServedScanTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.daemon.stop()
         ops.LoadedKernel = cls.loaded_kernel
-
-    def assertInvalid(self, call, *fragments):
-        with self.assertRaises(scantune.ScantuneError) as caught:
-            call()
-        self.assertEqual(caught.exception.code, "INVALID_ARGUMENT", caught.exception)
-        for fragment in fragments:
-            self.assertIn(fragment, caught.exception.message)
 
     def run_both(self, scan, inputs, h0, **optional):
         """Forward, then the backward with the forward's context: (out, h_final, grads, fwd fields, bwd fields)."""

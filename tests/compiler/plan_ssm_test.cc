@@ -154,7 +154,7 @@ TEST(SsmMakePlan, TscanFixedSums) {
             "selective_scan_tscan_fwd<__nv_bfloat16, 16, 8, 1, 8, 1, true, true, true, 3>");
   EXPECT_EQ(plan->launches[1].name_expression,
             "selective_scan_tscan_bwd<__nv_bfloat16, 16, 8, 1, 8, 1, true, true, true, 1>");
-  EXPECT_EQ(plan->launches[2].name_expression, "selective_scan_bwd_finalize_fixed<__nv_bfloat16, 16, 8, 256>");
+  EXPECT_EQ(plan->launches[2].name_expression, "selective_scan_bwd_finalize<__nv_bfloat16, 16, 8, 256>");
   const SsmWorkspace w = SsmWorkspaceLayout(4, 1000, 100, 16, 0, 256);
   const SsmFixedSums f = SsmFixedSumsLayout(4, 1000, 100, 16, 8, w.total);
   EXPECT_EQ(f.groups, 13);  // ceil(100 / 8)

@@ -256,7 +256,7 @@ TEST(TscanEmulation, MatchesReferenceInFloat64) {
 }
 
 // tscan _f1 (the fixed-order backward, selective_scan_tscan_bwd<..., FIXED 1> and
-// selective_scan_bwd_finalize_fixed), emulated with the kernels' partial layout (SsmFixedSums):
+// selective_scan_bwd_finalize<..., DB, TC>), emulated with the kernels' partial layout (SsmFixedSums):
 // in float64 every gradient matches the reference to 1e-12 and every partial float is written
 // exactly once (none twice, none left to the poison); in fp32 the gradients have the same bits
 // whichever order the blocks run in, where the atomics' sums (the plain backward, emulated in

@@ -41,7 +41,7 @@ struct TscanEmulator {
   const SsmRefInputs* in = nullptr;
   std::vector<double> dy;  // (B, L, D)
   // _f1 (FIXED 1): the backward's reductions as partials at SsmFixedSums' offsets, each written by
-  // one block, then selective_scan_bwd_finalize_fixed's sums in its order; 0: the atomics' +=.
+  // one block, then selective_scan_bwd_finalize<..., DB, TC>'s sums in its order; 0: the atomics' +=.
   bool fixed_sums = false;
   // The blocks' order (the hardware's is unspecified): false (b, d0) ascending, true descending.
   bool blocks_reversed = false;
@@ -645,7 +645,7 @@ struct TscanEmulator {
         }
       }
     }
-    if (fixed_sums) {  // selective_scan_bwd_finalize_fixed: groups, then batches, ascending
+    if (fixed_sums) {  // selective_scan_bwd_finalize<..., DB, TC>: groups, then batches, ascending
       const long long tokens = B * L * N, params = D * N;
       for (long long i = 0; i < tokens; ++i) {
         R sb = 0, sc = 0;
