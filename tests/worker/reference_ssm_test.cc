@@ -207,6 +207,22 @@ struct EmuCase {
   bool options, h0;
 };
 
+// Every gradient of a float64 emulation against the reference, to 1e-12.
+void ExpectGradients(const testing::TscanEmulator<double>& emu, const SsmBackwardRef& g, bool options,
+                     const std::string& what) {
+  EXPECT_LT(MaxRel(emu.du, g.du), 1e-12) << what << " du";
+  EXPECT_LT(MaxRel(emu.ddelta, g.ddelta), 1e-12) << what << " ddelta";
+  EXPECT_LT(MaxRel(emu.dA, g.dA), 1e-12) << what << " dA";
+  EXPECT_LT(MaxRel(emu.dBm, g.dBm), 1e-12) << what << " dBm";
+  EXPECT_LT(MaxRel(emu.dCm, g.dCm), 1e-12) << what << " dCm";
+  EXPECT_LT(MaxRel(emu.dDv, g.dDv), 1e-12) << what << " dDv";
+  EXPECT_LT(MaxRel(emu.dh0, g.dh0), 1e-12) << what << " dh0";
+  if (options) {
+    EXPECT_LT(MaxRel(emu.dbias, g.ddelta_bias), 1e-12) << what << " ddelta_bias";
+    EXPECT_LT(MaxRel(emu.dz, g.dz), 1e-12) << what << " dz";
+  }
+}
+
 void CheckEmulation(const EmuCase& e) {
   Case c;
   c.shape = e.shape;
@@ -229,17 +245,7 @@ void CheckEmulation(const EmuCase& e) {
   EXPECT_LT(MaxRel(emu.h_final, f.h_final), 1e-12) << what << " h_final";
   emu.Forward(2);
   emu.Backward();
-  EXPECT_LT(MaxRel(emu.du, g.du), 1e-12) << what << " du";
-  EXPECT_LT(MaxRel(emu.ddelta, g.ddelta), 1e-12) << what << " ddelta";
-  EXPECT_LT(MaxRel(emu.dA, g.dA), 1e-12) << what << " dA";
-  EXPECT_LT(MaxRel(emu.dBm, g.dBm), 1e-12) << what << " dBm";
-  EXPECT_LT(MaxRel(emu.dCm, g.dCm), 1e-12) << what << " dCm";
-  EXPECT_LT(MaxRel(emu.dDv, g.dDv), 1e-12) << what << " dDv";
-  EXPECT_LT(MaxRel(emu.dh0, g.dh0), 1e-12) << what << " dh0";
-  if (e.options) {
-    EXPECT_LT(MaxRel(emu.dbias, g.ddelta_bias), 1e-12) << what << " ddelta_bias";
-    EXPECT_LT(MaxRel(emu.dz, g.dz), 1e-12) << what << " dz";
-  }
+  ExpectGradients(emu, g, e.options, what);
 }
 
 TEST(TscanEmulation, MatchesReferenceInFloat64) {
@@ -286,12 +292,7 @@ TEST(TscanEmulation, FixedSumsMatchTheReferenceInAnyBlockOrder) {
     emu.fixed_sums = true;
     emu.Forward(2);
     emu.Backward();
-    EXPECT_LT(MaxRel(emu.dA, g.dA), 1e-12) << what << " dA";
-    EXPECT_LT(MaxRel(emu.dBm, g.dBm), 1e-12) << what << " dBm";
-    EXPECT_LT(MaxRel(emu.dCm, g.dCm), 1e-12) << what << " dCm";
-    EXPECT_LT(MaxRel(emu.dDv, g.dDv), 1e-12) << what << " dDv";
-    EXPECT_LT(MaxRel(emu.du, g.du), 1e-12) << what << " du";
-    if (e.options) EXPECT_LT(MaxRel(emu.dbias, g.ddelta_bias), 1e-12) << what << " ddelta_bias";
+    ExpectGradients(emu, g, e.options, what);
     // Each partial once: dB, dC for t < L of every (group, b); dA, dDv (and dbias) for d < D of every b.
     const Shape& sh = e.shape;
     const SsmFixedSums fx = SsmFixedSumsLayout(sh.batch, sh.length, sh.width, e.t.N, e.t.DB, 0);
