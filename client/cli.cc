@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <sstream>
+#include <tuple>
 
 #include <google/protobuf/util/json_util.h>
 
@@ -39,16 +41,33 @@ void AddProblemFlags(ArgParser& p) {
   p.AddFlag("device", "UUID", "device (default: the first)");
 }
 
-// The filter flags shared by records and export.
-void AddRecordFilterFlags(ArgParser& p) {
+// The filter flags of a problem's key, shared by records, export and selections.
+void AddKeyFilterFlags(ArgParser& p) {
   p.AddFlag("op", "NAME", "operator");
   p.AddFlag("shape", "BxLxW", "shape");
   p.AddFlag("dtype", "fp32|bf16|fp16", "dtype");
   p.AddFlag("mode", "fwd|bwd|fwd_bwd", "mode");
   p.AddFlag("variant", "NAME", "variant");
+  p.AddFlag("device-model", "NAME", "device model, e.g. 'NVIDIA H200'");
+}
+
+// The filter flags of records and export.
+void AddRecordFilterFlags(ArgParser& p) {
+  AddKeyFilterFlags(p);
   p.AddFlag("state", "STATE", "OK, ILLEGAL_ADDRESS, TIMEOUT, WRONG_RESULT, ...");
   p.AddFlag("origin", "ORIGIN", "tuned, benchmark, retime or imported");
-  p.AddFlag("device-model", "NAME", "device model, e.g. 'NVIDIA H200'");
+}
+
+// --limit as a page size (records, selections).
+StatusOr<int32_t> LimitFlag(const ArgParser& args) {
+  auto limit = args.Get("limit");
+  if (!limit) return 0;
+  char* end = nullptr;
+  long n = std::strtol(limit->c_str(), &end, 10);
+  if (limit->empty() || *end != '\0' || n <= 0 || n > 1000000) {
+    return InvalidArgument("--limit needs a positive number, got '" + *limit + "'");
+  }
+  return static_cast<int32_t>(n);
 }
 
 std::vector<std::string> SplitList(const std::string& text) {
@@ -254,6 +273,14 @@ const std::vector<Cli::Command>& Cli::Commands() {
          p.AddFlag("page-token", "T", "continue a listing");
        },
        &Cli::Records},
+      {"selections", "every stored selection: what the database would serve for each problem",
+       [](ArgParser& p) {
+         AddKeyFilterFlags(p);
+         p.AddBool("deterministic", "only the selections made among the deterministic variants");
+         p.AddFlag("limit", "N", "selections per page (default 100, at most 1000)");
+         p.AddFlag("page-token", "T", "continue a listing");
+       },
+       &Cli::Selections},
       {"export", "records as JSON in the seeds' schema (seed 001 plus scantune's fields)",
        [](ArgParser& p) {
          AddRecordFilterFlags(p);
@@ -280,7 +307,7 @@ void Cli::PrintUsage(std::ostream& out) const {
          "  --json           machine output: the RPC's response as protobuf JSON, one object per line\n\n"
          "commands:\n";
   for (const Command& c : Commands()) {
-    out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << "\n";
+    out << "  " << c.name << std::string(12 - std::string(c.name).size(), ' ') << c.summary << "\n";
   }
   out << "\n'scantune COMMAND --help' shows a command's flags.\n";
 }
@@ -603,14 +630,9 @@ int Cli::Records(const ArgParser& args) {
   StatusOr<v1::RecordFilter> filter = RecordFilterFlags(args);
   if (!filter.ok()) return UsageError(filter.status().message());
   *request.mutable_filter() = *filter;
-  if (auto limit = args.Get("limit")) {
-    char* end = nullptr;
-    long n = std::strtol(limit->c_str(), &end, 10);
-    if (limit->empty() || *end != '\0' || n <= 0 || n > 1000000) {
-      return UsageError("--limit needs a positive number, got '" + *limit + "'");
-    }
-    request.set_page_size(static_cast<int32_t>(n));
-  }
+  StatusOr<int32_t> limit = LimitFlag(args);
+  if (!limit.ok()) return UsageError(limit.status().message());
+  request.set_page_size(*limit);
   request.set_page_token(args.GetOr("page-token", ""));
   StatusOr<v1::ListRecordsResponse> response = client_->ListRecords(request);
   if (!response.ok()) return RpcError("records", response.status());
@@ -625,20 +647,60 @@ int Cli::Records(const ArgParser& args) {
   return kExitOk;
 }
 
+int Cli::Selections(const ArgParser& args) {
+  v1::ListSelectionsRequest request;
+  StatusOr<v1::RecordFilter> filter = RecordFilterFlags(args);
+  if (!filter.ok()) return UsageError(filter.status().message());
+  *request.mutable_filter() = *filter;
+  request.set_deterministic_only(args.GetBool("deterministic"));
+  StatusOr<int32_t> limit = LimitFlag(args);
+  if (!limit.ok()) return UsageError(limit.status().message());
+  request.set_page_size(*limit);
+  request.set_page_token(args.GetOr("page-token", ""));
+  StatusOr<v1::ListSelectionsResponse> response = client_->ListSelections(request);
+  if (!response.ok()) return RpcError("selections", response.status());
+  if (json_) {
+    PrintJson(*response);
+    return kExitOk;
+  }
+  if (response->selections_size() == 0) {
+    out_ << "no selections match (tune a problem to make one)\n";
+    return kExitOk;
+  }
+  // The page in reading order: device, operator, dtype, mode, then shape.
+  std::vector<const v1::Selection*> rows;
+  for (const v1::Selection& s : response->selections()) rows.push_back(&s);
+  auto key = [](const v1::Selection* s) {
+    const v1::Problem& p = s->problem();
+    return std::make_tuple(s->device_model(), p.op(), static_cast<int>(p.dtype()), static_cast<int>(p.mode()),
+                           p.state_dim(), p.shape().batch(), p.shape().length(), p.shape().width(), p.has_h0(),
+                           p.delta_bias(), p.delta_softplus(), p.z_gate(), s->deterministic());
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](auto* a, auto* b) { return key(a) < key(b); });
+  TablePrinter table({"device", "problem", "kind", "variant", "median ms", "margin %", "decided by", "record",
+                      "updated at", "state"});
+  for (const v1::Selection* s : rows) {
+    table.AddRow({s->device_model(), ProblemText(s->problem()), s->deterministic() ? "deterministic" : "fastest",
+                  s->variant(), Ms(s->median_ms()), TablePrinter::Fixed(s->margin_pct(), 2),
+                  s->decided_by().empty() ? "-" : s->decided_by(), std::to_string(s->record_id()), s->updated_at(),
+                  s->stale() ? "STALE" : "fresh"});
+  }
+  table.Print(out_);
+  if (!response->next_page_token().empty()) {
+    err_ << "more selections: --page-token " << response->next_page_token() << "\n";
+  }
+  return kExitOk;
+}
+
 int Cli::Export(const ArgParser& args) {
   v1::ExportRequest request;
   StatusOr<v1::RecordFilter> filter = RecordFilterFlags(args);
   if (!filter.ok()) return UsageError(filter.status().message());
   *request.mutable_filter() = *filter;
   request.set_format("seed001");
-  if (auto limit = args.Get("limit")) {
-    char* end = nullptr;
-    long n = std::strtol(limit->c_str(), &end, 10);
-    if (limit->empty() || *end != '\0' || n <= 0 || n > 1000000) {
-      return UsageError("--limit needs a positive number, got '" + *limit + "'");
-    }
-    request.set_max_records(static_cast<int32_t>(n));
-  }
+  StatusOr<int32_t> limit = LimitFlag(args);
+  if (!limit.ok()) return UsageError(limit.status().message());
+  request.set_max_records(*limit);
   StatusOr<v1::ExportResponse> response = client_->Export(request);
   if (!response.ok()) return RpcError("export", response.status());
   if (auto out = args.Get("out")) {

@@ -129,6 +129,14 @@ StatusOr<v1::Record> ScantuneClient::GetRecord(int64_t id) {
   return response;
 }
 
+StatusOr<v1::ListSelectionsResponse> ScantuneClient::ListSelections(const v1::ListSelectionsRequest& request) {
+  grpc::ClientContext context;
+  SetDeadline(&context, false);
+  v1::ListSelectionsResponse response;
+  RETURN_IF_ERROR(FromGrpcStatus(stub_->ListSelections(&context, request, &response)));
+  return response;
+}
+
 StatusOr<v1::ExportResponse> ScantuneClient::Export(const v1::ExportRequest& request) {
   grpc::ClientContext context;
   SetDeadline(&context, false);

@@ -60,6 +60,7 @@ class ScantuneClient {
   StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request);
   StatusOr<v1::ListRecordsResponse> ListRecords(const v1::ListRecordsRequest& request);
   StatusOr<v1::Record> GetRecord(int64_t id);
+  StatusOr<v1::ListSelectionsResponse> ListSelections(const v1::ListSelectionsRequest& request);
   StatusOr<v1::ExportResponse> Export(const v1::ExportRequest& request);
   StatusOr<v1::ImportResponse> Import(const v1::ImportRequest& request);
 

@@ -305,6 +305,13 @@ inline constexpr char kListSelectionFamily[] =
     "SELECT selection FROM selections"
     " WHERE device_model = ? AND op = ? AND dtype = ? AND mode = ? AND has_h0 = ? AND deterministic = ?"
     " ORDER BY batch, length, width";
+// ListAllSelections: every selection matching a filter (the kWhere* conditions
+// of the records' listing that name key columns, plus kWhereDeterministic), in
+// rowid order from the page's bound (a row keeps its rowid when re-tuned: the
+// upsert updates in place), so pages neither repeat nor skip a selection.
+inline constexpr char kListSelectionsHead[] = "SELECT rowid, selection FROM selections WHERE rowid > ?";
+inline constexpr char kWhereDeterministic[] = " AND deterministic = ?";
+inline constexpr char kListSelectionsTail[] = " ORDER BY rowid LIMIT ?";
 
 // ---- migrations ---------------------------------------------------------------
 

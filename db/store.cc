@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <algorithm>
 #include <limits>
+#include <string_view>
 #include <variant>
 
 #include "common/log.h"
@@ -27,6 +29,7 @@ using db::Statement;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 constexpr char kPageTokenPrefix[] = "id:";
+constexpr char kSelectionPageTokenPrefix[] = "sel:";
 
 // ISO-8601 UTC with milliseconds: sorts as text, reads as a date in the shell.
 std::string NowIso8601() {
@@ -121,9 +124,8 @@ StatusOr<v1::Record> RecordFromRow(const Statement& stmt) {
   return record;
 }
 
-StatusOr<int64_t> ParsePageToken(const std::string& token) {
+StatusOr<int64_t> ParsePageToken(const std::string& token, std::string_view prefix) {
   auto malformed = [&] { return InvalidArgument("malformed page_token '" + token + "'"); };
-  const std::string_view prefix(kPageTokenPrefix);
   if (token.compare(0, prefix.size(), prefix) != 0) return malformed();
   const char* begin = token.data() + prefix.size();
   const char* end = token.data() + token.size();
@@ -132,6 +134,73 @@ StatusOr<int64_t> ParsePageToken(const std::string& token) {
   if (ec != std::errc() || stop != end || begin == end || id <= 0) return malformed();
   return id;
 }
+
+// 0 takes the default; above the maximum is capped.
+StatusOr<int> PageSize(int page_size) {
+  if (page_size < 0) return InvalidArgument("page_size must not be negative, got " + std::to_string(page_size));
+  if (page_size == 0) return kDefaultPageSize;
+  return std::min(page_size, kMaxPageSize);
+}
+
+// A listing's SQL built from a filter: the head (whose one parameter is the
+// page's key bound), one condition per set field of the filter (unset fields:
+// empty, 0, UNSPECIFIED match anything), the tail (whose one parameter is the
+// row limit). Records and selections share the key columns the filter names.
+class FilteredQuery {
+ public:
+  FilteredQuery(const char* head, int64_t page_bound) : sql_(head) { params_.emplace_back(page_bound); }
+
+  template <typename Value>
+  void AddCondition(const char* condition, Value value) {
+    sql_ += condition;
+    params_.emplace_back(std::move(value));
+  }
+  // The fields a record and a selection share.
+  void AddRecordFilter(const v1::RecordFilter& filter) {
+    AddText(db::kWhereDeviceModel, filter.device_model());
+    if (!filter.op().empty()) {
+      AddCondition(db::kWhereOp, filter.op());
+      params_.emplace_back(filter.op() + ":*");
+    }
+    AddNumber(db::kWhereBatch, filter.shape().batch());
+    AddNumber(db::kWhereLength, filter.shape().length());
+    AddNumber(db::kWhereWidth, filter.shape().width());
+    AddText(db::kWhereDType, filter.dtype() == v1::DTYPE_UNSPECIFIED ? "" : DTypeText(filter.dtype()));
+    AddText(db::kWhereMode, filter.mode() == v1::MODE_UNSPECIFIED ? "" : ModeText(filter.mode()));
+    AddText(db::kWhereVariant, filter.variant());
+  }
+  void AddRecordOnlyFilter(const v1::RecordFilter& filter) {
+    AddText(db::kWhereState, filter.state() == v1::STATE_UNSPECIFIED ? "" : StateText(filter.state()));
+    AddText(db::kWhereOrigin, filter.origin());
+  }
+  // The statement with every parameter bound; it fetches one row more than the
+  // page, which tells whether another page exists (so the last page carries no
+  // token and callers never fetch an empty page).
+  StatusOr<Statement> Prepare(db::StatementCache& cache, const char* tail, int page_size) const {
+    ASSIGN_OR_RETURN(Statement stmt, cache.Get(sql_ + tail));
+    int index = 1;
+    for (const auto& param : params_) {
+      if (const auto* value = std::get_if<int64_t>(&param)) {
+        stmt.BindInt64(index++, *value);
+      } else {
+        stmt.BindText(index++, std::get<std::string>(param));
+      }
+    }
+    stmt.BindInt64(index, page_size + 1);
+    return stmt;
+  }
+
+ private:
+  void AddText(const char* condition, const std::string& value) {
+    if (!value.empty()) AddCondition(condition, value);
+  }
+  void AddNumber(const char* condition, int64_t value) {
+    if (value != 0) AddCondition(condition, value);
+  }
+
+  std::string sql_;
+  std::vector<std::variant<int64_t, std::string>> params_;
+};
 
 Status ValidateRecord(const v1::Record& record, size_t index) {
   const std::string where = "records[" + std::to_string(index) + "]";
@@ -420,58 +489,17 @@ StatusOr<v1::Record> Store::GetRecord(int64_t id) {
 
 StatusOr<RecordPage> Store::ListRecords(const v1::RecordFilter& filter, int page_size,
                                         const std::string& page_token) {
-  if (page_size < 0) return InvalidArgument("page_size must not be negative, got " + std::to_string(page_size));
-  if (page_size == 0) page_size = kDefaultPageSize;
-  if (page_size > kMaxPageSize) page_size = kMaxPageSize;
+  ASSIGN_OR_RETURN(page_size, PageSize(page_size));
   int64_t before_id = std::numeric_limits<int64_t>::max();
   if (!page_token.empty()) {
-    ASSIGN_OR_RETURN(before_id, ParsePageToken(page_token));
+    ASSIGN_OR_RETURN(before_id, ParsePageToken(page_token, kPageTokenPrefix));
   }
-
-  // One condition per set field; unset fields (empty, 0, UNSPECIFIED) match anything.
-  std::string sql = db::kListRecordsHead;
-  std::vector<std::variant<int64_t, std::string>> params;
-  auto text = [&](const char* condition, const std::string& value) {
-    if (value.empty()) return;
-    sql += condition;
-    params.emplace_back(value);
-  };
-  auto number = [&](const char* condition, int64_t value) {
-    if (value == 0) return;
-    sql += condition;
-    params.emplace_back(value);
-  };
-  text(db::kWhereDeviceModel, filter.device_model());
-  if (!filter.op().empty()) {
-    sql += db::kWhereOp;
-    params.emplace_back(filter.op());
-    params.emplace_back(filter.op() + ":*");
-  }
-  number(db::kWhereBatch, filter.shape().batch());
-  number(db::kWhereLength, filter.shape().length());
-  number(db::kWhereWidth, filter.shape().width());
-  text(db::kWhereDType, filter.dtype() == v1::DTYPE_UNSPECIFIED ? "" : DTypeText(filter.dtype()));
-  text(db::kWhereMode, filter.mode() == v1::MODE_UNSPECIFIED ? "" : ModeText(filter.mode()));
-  text(db::kWhereVariant, filter.variant());
-  text(db::kWhereState, filter.state() == v1::STATE_UNSPECIFIED ? "" : StateText(filter.state()));
-  text(db::kWhereOrigin, filter.origin());
-  sql += db::kListRecordsTail;
+  FilteredQuery query(db::kListRecordsHead, before_id);
+  query.AddRecordFilter(filter);
+  query.AddRecordOnlyFilter(filter);
 
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Statement stmt, statements_->Get(sql));
-  int index = 1;
-  stmt.BindInt64(index++, before_id);
-  for (const auto& param : params) {
-    if (const auto* value = std::get_if<int64_t>(&param)) {
-      stmt.BindInt64(index++, *value);
-    } else {
-      stmt.BindText(index++, std::get<std::string>(param));
-    }
-  }
-  // One row more than the page tells whether another page exists, so the last
-  // page carries no token and callers never fetch an empty page.
-  stmt.BindInt64(index, page_size + 1);
-
+  ASSIGN_OR_RETURN(Statement stmt, query.Prepare(*statements_, db::kListRecordsTail, page_size));
   RecordPage page;
   while (true) {
     ASSIGN_OR_RETURN(bool has_row, stmt.Step());
@@ -482,6 +510,38 @@ StatusOr<RecordPage> Store::ListRecords(const v1::RecordFilter& filter, int page
     }
     ASSIGN_OR_RETURN(v1::Record record, RecordFromRow(stmt));
     page.records.push_back(std::move(record));
+  }
+  return page;
+}
+
+StatusOr<SelectionPage> Store::ListAllSelections(const v1::RecordFilter& filter, bool deterministic_only,
+                                                 int page_size, const std::string& page_token) {
+  if (filter.state() != v1::STATE_UNSPECIFIED || !filter.origin().empty()) {
+    return InvalidArgument("a selection has no state or origin to filter by (only OK records are selected)");
+  }
+  ASSIGN_OR_RETURN(page_size, PageSize(page_size));
+  int64_t after_rowid = 0;
+  if (!page_token.empty()) {
+    ASSIGN_OR_RETURN(after_rowid, ParsePageToken(page_token, kSelectionPageTokenPrefix));
+  }
+  FilteredQuery query(db::kListSelectionsHead, after_rowid);
+  query.AddRecordFilter(filter);
+  if (deterministic_only) query.AddCondition(db::kWhereDeterministic, int64_t{1});
+
+  std::lock_guard<std::mutex> lock(mu_);
+  ASSIGN_OR_RETURN(Statement stmt, query.Prepare(*statements_, db::kListSelectionsTail, page_size));
+  SelectionPage page;
+  int64_t last_rowid = 0;
+  while (true) {
+    ASSIGN_OR_RETURN(bool has_row, stmt.Step());
+    if (!has_row) break;
+    if (static_cast<int>(page.selections.size()) == page_size) {
+      page.next_page_token = kSelectionPageTokenPrefix + std::to_string(last_rowid);
+      break;
+    }
+    last_rowid = stmt.ColumnInt64(0);
+    ASSIGN_OR_RETURN(v1::Selection selection, ParseBlob<v1::Selection>(stmt.ColumnBlob(1), "selection", 0));
+    page.selections.push_back(std::move(selection));
   }
   return page;
 }

@@ -45,6 +45,11 @@ struct RecordPage {
   std::string next_page_token;     // empty on the last page
 };
 
+struct SelectionPage {
+  std::vector<v1::Selection> selections;
+  std::string next_page_token;     // empty on the last page
+};
+
 class Store {
  public:
   static constexpr int kSchemaVersion = 2;
@@ -86,6 +91,14 @@ class Store {
   // Every selection for the device model with the same op, dtype, mode and has_h0 (any shape).
   StatusOr<std::vector<v1::Selection>> ListSelections(const std::string& device_model, const Problem& like,
                                                       bool deterministic = false);
+
+  // Every stored selection matching the filter's device model, op, shape,
+  // dtype, mode and variant (unset fields match any; a state or origin is
+  // INVALID_ARGUMENT: selections have neither), in the order they were first
+  // made; `deterministic_only`: only those made among the deterministic
+  // variants. Paged as ListRecords; stale is the caller's judgement.
+  StatusOr<SelectionPage> ListAllSelections(const v1::RecordFilter& filter, bool deterministic_only, int page_size,
+                                            const std::string& page_token);
 
   // Records with a non-OK state for this device model, problem and fingerprint:
   // those variants are not retried blindly.

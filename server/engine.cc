@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <map>
 #include <set>
 
 #include "common/log.h"
@@ -37,6 +38,7 @@ class Engine::Impl {
   StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request);
   StatusOr<v1::Record> GetRecord(int64_t id) { return store_->GetRecord(id); }
   StatusOr<v1::ListRecordsResponse> ListRecords(const v1::ListRecordsRequest& request);
+  StatusOr<v1::ListSelectionsResponse> ListSelections(const v1::ListSelectionsRequest& request);
   StatusOr<v1::ExportResponse> Export(const v1::ExportRequest& request);
   StatusOr<v1::ImportResponse> Import(const v1::ImportRequest& request);
 
@@ -406,6 +408,27 @@ StatusOr<v1::ListRecordsResponse> Engine::Impl::ListRecords(const v1::ListRecord
   return response;
 }
 
+StatusOr<v1::ListSelectionsResponse> Engine::Impl::ListSelections(const v1::ListSelectionsRequest& request) {
+  ASSIGN_OR_RETURN(SelectionPage page, store_->ListAllSelections(request.filter(), request.deterministic_only(),
+                                                                 request.page_size(), request.page_token()));
+  // Stale as Select judges it: against the fingerprint of a device of the
+  // selection's model, a live GPU's first, else one the database knows.
+  std::map<std::string, std::string> fingerprints;
+  for (const TuneDevice& d : devices_) fingerprints.emplace(d.info.name(), d.fingerprint);
+  ASSIGN_OR_RETURN(std::vector<v1::DeviceInfo> stored, store_->ListDevices());
+  for (const v1::DeviceInfo& info : stored) {
+    if (!fingerprints.count(info.name())) fingerprints.emplace(info.name(), MakeTuneDevice(-1, info).fingerprint);
+  }
+  v1::ListSelectionsResponse response;
+  for (v1::Selection& s : page.selections) {
+    auto current = fingerprints.find(s.device_model());
+    s.set_stale(current == fingerprints.end() || s.fingerprint() != current->second);
+    *response.add_selections() = std::move(s);
+  }
+  response.set_next_page_token(page.next_page_token);
+  return response;
+}
+
 StatusOr<v1::ExportResponse> Engine::Impl::Export(const v1::ExportRequest& request) {
   if (!request.format().empty() && request.format() != "seed001") {
     return InvalidArgument("export: unknown format '" + request.format() + "' (known: seed001)");
@@ -476,6 +499,9 @@ StatusOr<v1::BenchmarkResponse> Engine::Benchmark(const v1::BenchmarkRequest& re
   return impl_->Benchmark(request);
 }
 StatusOr<v1::Record> Engine::GetRecord(int64_t id) { return impl_->GetRecord(id); }
+StatusOr<v1::ListSelectionsResponse> Engine::ListSelections(const v1::ListSelectionsRequest& request) {
+  return impl_->ListSelections(request);
+}
 StatusOr<v1::ListRecordsResponse> Engine::ListRecords(const v1::ListRecordsRequest& request) {
   return impl_->ListRecords(request);
 }

@@ -48,6 +48,8 @@ class Engine {
   StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request);
   StatusOr<v1::Record> GetRecord(int64_t id);
   StatusOr<v1::ListRecordsResponse> ListRecords(const v1::ListRecordsRequest& request);
+  // Every stored selection matching the filter, flagged stale as Select flags it.
+  StatusOr<v1::ListSelectionsResponse> ListSelections(const v1::ListSelectionsRequest& request);
   // Records matching the filter, newest first, as JSON in seed 001's schema.
   StatusOr<v1::ExportResponse> Export(const v1::ExportRequest& request);
   // Stores every readable row of a seed-schema document (or an export) as an

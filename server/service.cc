@@ -223,6 +223,15 @@ grpc::ServerUnaryReactor* ScantuneService::GetRecord(grpc::CallbackServerContext
   });
 }
 
+grpc::ServerUnaryReactor* ScantuneService::ListSelections(grpc::CallbackServerContext* context,
+                                                          const v1::ListSelectionsRequest* request,
+                                                          v1::ListSelectionsResponse* response) {
+  return RunUnary(context, "ListSelections", [this, request, response]() -> Status {
+    ASSIGN_OR_RETURN(*response, engine_->ListSelections(*request));
+    return Status::Ok();
+  });
+}
+
 grpc::ServerUnaryReactor* ScantuneService::ListDevices(grpc::CallbackServerContext* context,
                                                        const v1::ListDevicesRequest* request,
                                                        v1::ListDevicesResponse* response) {

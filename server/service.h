@@ -49,6 +49,9 @@ class ScantuneService final : public v1::Scantune::CallbackService {
                                         v1::ListRecordsResponse* response) override;
   grpc::ServerUnaryReactor* GetRecord(grpc::CallbackServerContext* context, const v1::GetRecordRequest* request,
                                       v1::Record* response) override;
+  grpc::ServerUnaryReactor* ListSelections(grpc::CallbackServerContext* context,
+                                           const v1::ListSelectionsRequest* request,
+                                           v1::ListSelectionsResponse* response) override;
   grpc::ServerUnaryReactor* ListDevices(grpc::CallbackServerContext* context, const v1::ListDevicesRequest* request,
                                         v1::ListDevicesResponse* response) override;
   grpc::ServerUnaryReactor* Export(grpc::CallbackServerContext* context, const v1::ExportRequest* request,

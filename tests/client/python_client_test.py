@@ -73,6 +73,14 @@ class PythonClientTest(unittest.TestCase):
         self.assertTrue(ok)
         self.assertEqual(self.client.record(ok[0].id).variant, CHUNKED)
 
+        listed = list(self.client.selections(op="linear_scan", shape="2x256x256", page_size=1))
+        self.assertEqual(sorted((s.deterministic, s.variant) for s in listed), [(False, LOOKBACK), (True, CHUNKED)])
+        self.assertFalse(any(s.stale for s in listed))
+        self.assertEqual({s.record_id for s in listed}, {ordinary.record_id, deterministic.record_id})
+        only = list(self.client.selections(deterministic_only=True, dtype="fp32", mode="fwd"))
+        self.assertEqual([s.variant for s in only], [CHUNKED])
+        self.assertEqual(list(self.client.selections(mode="bwd")), [])
+
     def test_4_bad_input_is_a_clear_error(self):
         with self.assertRaises(scantune.ScantuneError) as caught:
             self.client.select("linear_scan", "0x256x256", "fp32", "fwd")
@@ -87,6 +95,8 @@ class PythonClientTest(unittest.TestCase):
         with self.assertRaises(scantune.ScantuneError) as caught:
             self.client.record(10 ** 12)
         self.assertEqual(caught.exception.code, "NOT_FOUND")
+        with self.assertRaises(ValueError):
+            list(self.client.selections(dtype="int8"))
 
 
 if __name__ == "__main__":

@@ -539,6 +539,97 @@ TEST_F(StoreTest, SelectionIsUpsertedAndReplacedByALaterCommit) {
   EXPECT_EQ(ListAll().size(), 3u);  // records are history: all kept
 }
 
+// ListAllSelections: the calibration database's decisions, filtered by the
+// problem's key, paged in the order they were first made; a re-tune updates a
+// selection in place (same position, new variant).
+TEST_F(StoreTest, ListAllSelectionsFiltersAndPagesInTheOrderTheyWereMade) {
+  auto problem_at = [](uint32_t length, v1::Mode mode) {
+    v1::Problem p = MakeProblem();
+    p.mutable_shape()->set_length(length);
+    p.set_mode(mode);
+    return p;
+  };
+  const std::vector<v1::Problem> problems = {problem_at(2048, v1::FWD_BWD), problem_at(4096, v1::FWD_BWD),
+                                             problem_at(2048, v1::FWD)};
+  std::vector<std::string> made;  // variant of each selection, in the order made
+  for (size_t i = 0; i < problems.size(); ++i) {
+    v1::Record r = MakeRecord(VariantName(64 << i), v1::OK, problems[i]);
+    Commit({r}, MakeSelection(r), 0);
+    made.push_back(r.variant());
+  }
+  v1::Record d = MakeRecord(VariantName(1024), v1::OK, problems[0]);
+  v1::Selection deterministic = MakeSelection(d);
+  deterministic.set_deterministic(true);
+  Commit({d}, deterministic, 0);
+  made.push_back(d.variant());
+
+  auto list = [&](const v1::RecordFilter& filter, bool deterministic_only, int page_size = 0) {
+    std::vector<v1::Selection> all;
+    std::string token;
+    int pages = 0;
+    do {
+      auto page = store_->ListAllSelections(filter, deterministic_only, page_size, token);
+      EXPECT_TRUE(page.ok()) << page.status().ToString();
+      if (!page.ok() || ++pages > 10) break;
+      all.insert(all.end(), page->selections.begin(), page->selections.end());
+      token = page->next_page_token;
+    } while (!token.empty());
+    return all;
+  };
+  auto variants = [](const std::vector<v1::Selection>& selections) {
+    std::vector<std::string> names;
+    for (const v1::Selection& s : selections) names.push_back(s.variant());
+    return names;
+  };
+
+  EXPECT_EQ(variants(list({}, false)), made);
+  EXPECT_EQ(variants(list({}, false, 1)), made) << "one per page: none repeated, none skipped";
+  EXPECT_EQ(variants(list({}, true)), std::vector<std::string>{d.variant()});
+  std::vector<v1::Selection> det = list({}, true);
+  ASSERT_EQ(det.size(), 1u);
+  EXPECT_TRUE(det[0].deterministic());
+  EXPECT_GT(det[0].record_id(), 0);
+
+  v1::RecordFilter by_length;
+  by_length.mutable_shape()->set_length(2048);
+  EXPECT_EQ(variants(list(by_length, false)), (std::vector<std::string>{made[0], made[2], made[3]}));
+  v1::RecordFilter by_mode;
+  by_mode.set_mode(v1::FWD);
+  EXPECT_EQ(variants(list(by_mode, false)), std::vector<std::string>{made[2]});
+  v1::RecordFilter by_variant;
+  by_variant.set_variant(made[1]);
+  EXPECT_EQ(variants(list(by_variant, false)), std::vector<std::string>{made[1]});
+  v1::RecordFilter other_model;
+  other_model.set_device_model("NVIDIA H100");
+  EXPECT_TRUE(list(other_model, false).empty());
+  v1::RecordFilter by_op;
+  by_op.set_op("linear_scan");
+  EXPECT_EQ(list(by_op, false).size(), made.size());
+  by_op.set_op("samu");
+  EXPECT_TRUE(list(by_op, false).empty());
+
+  // A re-tune of the first problem replaces its selection where it stands.
+  v1::Record again = MakeRecord(VariantName(32), v1::OK, problems[0]);
+  Commit({again}, MakeSelection(again), 0);
+  made[0] = again.variant();
+  EXPECT_EQ(variants(list({}, false)), made);
+
+  // Record-only fields and bad tokens are refused with the reason.
+  v1::RecordFilter by_state;
+  by_state.set_state(v1::OK);
+  auto refused = store_->ListAllSelections(by_state, false, 0, "");
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("state or origin"), std::string::npos) << refused.status().ToString();
+  v1::RecordFilter by_origin;
+  by_origin.set_origin("tuned");
+  EXPECT_EQ(store_->ListAllSelections(by_origin, false, 0, "").status().code(), StatusCode::kInvalidArgument);
+  for (const std::string token : {"id:3", "sel:", "sel:x", "sel:-1"}) {
+    auto bad = store_->ListAllSelections({}, false, 0, token);
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << token;
+  }
+  EXPECT_EQ(store_->ListAllSelections({}, false, -1, "").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(StoreTest, GetSelectionMissIsEmptyNotError) {
   auto selection = store_->GetSelection("NVIDIA H200", ToProblem(MakeProblem()));
   ASSERT_TRUE(selection.ok());

@@ -501,6 +501,75 @@ TEST_F(DeterministicDaemonTest, NoDeterministicCandidateIsNotFoundOverGrpcAndThe
 
 // A client that goes away mid-tune stops getting progress; the job itself
 // runs to the end and its records and selection are stored.
+// `scantune selections` and ListSelections over the real socket: both
+// selections of every tuned problem, filtered, paged and shown as a table.
+TEST_F(DeterministicDaemonTest, SelectionsListEveryTunedProblemOverGrpcAndTheCli) {
+  const std::vector<std::string> shapes = {kShape, "2x512x512"};
+  for (const std::string& shape : shapes) {
+    CommandResult tune = daemon_->Cli(With({"tune", "--quiet"}, With(ProblemFlags(shape), {"--variants", Join(variants_)})));
+    ASSERT_EQ(tune.exit_code, 0) << tune.err << "\ndaemon log:\n" << daemon_->Log();
+  }
+
+  std::unique_ptr<ScantuneClient> client = daemon_->Client();
+  StatusOr<v1::ListSelectionsResponse> all = client->ListSelections({});
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->selections_size(), 4) << "an ordinary and a deterministic selection per shape";
+  for (const v1::Selection& s : all->selections()) {
+    v1::SelectRequest select;
+    *select.mutable_problem() = s.problem();
+    select.set_deterministic(s.deterministic());
+    StatusOr<v1::Selection> served = client->Select(select);
+    ASSERT_TRUE(served.ok()) << served.status().ToString();
+    EXPECT_EQ(s.variant(), served->variant()) << "listed as Select serves it";
+    EXPECT_EQ(s.record_id(), served->record_id());
+    EXPECT_FALSE(s.stale());
+    EXPECT_EQ(s.variant(), s.deterministic() ? chunked_ : lookback_.front());
+  }
+
+  v1::ListSelectionsRequest paged;
+  paged.set_page_size(3);
+  StatusOr<v1::ListSelectionsResponse> first = client->ListSelections(paged);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->selections_size(), 3);
+  ASSERT_FALSE(first->next_page_token().empty());
+  paged.set_page_token(first->next_page_token());
+  StatusOr<v1::ListSelectionsResponse> second = client->ListSelections(paged);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  ASSERT_EQ(second->selections_size(), 1);
+  EXPECT_TRUE(second->next_page_token().empty());
+  EXPECT_EQ(second->selections(0).SerializeAsString(), all->selections(3).SerializeAsString());
+
+  v1::ListSelectionsRequest by_state;
+  by_state.mutable_filter()->set_state(v1::OK);
+  StatusOr<v1::ListSelectionsResponse> refused = client->ListSelections(by_state);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+
+  CommandResult json = daemon_->Cli({"selections", "--json", "--deterministic", "--shape", "2x512x512"});
+  ASSERT_EQ(json.exit_code, 0) << json.err;
+  auto only = ParseJson<v1::ListSelectionsResponse>(json.out);
+  ASSERT_EQ(only.selections_size(), 1);
+  EXPECT_EQ(only.selections(0).variant(), chunked_);
+  EXPECT_TRUE(only.selections(0).deterministic());
+  EXPECT_EQ(only.selections(0).problem().shape().length(), 512u);
+
+  CommandResult table = daemon_->Cli({"selections"});
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  for (const std::string& text : {std::string("device"), std::string("problem"), std::string("kind"),
+                                  std::string("median ms"), std::string("fastest"), std::string("deterministic"),
+                                  std::string("fresh"), chunked_, lookback_.front(),
+                                  std::string("linear_scan 2x512x512 bf16 fwd_bwd")}) {
+    EXPECT_THAT(table.out, HasSubstr(text)) << table.out;
+  }
+  CommandResult none = daemon_->Cli({"selections", "--op", "samu"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_THAT(none.out, HasSubstr("no selections match"));
+  CommandResult more = daemon_->Cli({"selections", "--limit", "1"});
+  ASSERT_EQ(more.exit_code, 0) << more.err;
+  EXPECT_THAT(more.err, HasSubstr("more selections: --page-token sel:"));
+  CommandResult bad = daemon_->Cli({"selections", "--state", "OK"});
+  EXPECT_EQ(bad.exit_code, 2) << "a record field is not a selection flag";
+}
+
 TEST_F(FakeDaemonTest, CancelledTuneGoesOnAndStoresItsResults) {
   auto stub = v1::Scantune::NewStub(grpc::CreateChannel(daemon_->address(), grpc::InsecureChannelCredentials()));
   v1::TuneRequest request;

@@ -522,6 +522,46 @@ TEST_F(EngineTest, SelectionUnderAnOldFingerprintIsStale) {
   EXPECT_NE(fresh->variant(), kSeq);
 }
 
+// ListSelections flags each selection stale exactly as Select does: against
+// the fingerprint of the live device of its model.
+TEST_F(EngineTest, ListSelectionsFlagsStaleAsSelectDoes) {
+  SeedSelection(SmallProblem(), kSeq, "driver=12000;nvrtc=12.0;src=old", FakeDeviceInfo());
+  Start();
+  StatusOr<v1::Selection> tuned = engine_->Tune(TuneOf(SmallProblem(4096), {kChunked, kLookback}), nullptr);
+  ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
+
+  StatusOr<v1::ListSelectionsResponse> listed = engine_->ListSelections({});
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  std::map<uint32_t, v1::Selection> ordinary;  // by length
+  for (const v1::Selection& s : listed->selections()) {
+    if (!s.deterministic()) ordinary[s.problem().shape().length()] = s;
+  }
+  ASSERT_EQ(ordinary.size(), 2u);
+  for (const auto& [length, s] : ordinary) {
+    v1::SelectRequest select;
+    *select.mutable_problem() = s.problem();
+    StatusOr<v1::Selection> answer = engine_->Select(select);
+    ASSERT_TRUE(answer.ok()) << answer.status().ToString();
+    EXPECT_EQ(s.variant(), answer->variant()) << length;
+    EXPECT_EQ(s.stale(), answer->stale()) << length;
+    EXPECT_EQ(s.record_id(), answer->record_id()) << length;
+  }
+  EXPECT_TRUE(ordinary[SmallProblem().shape().length()].stale());
+  EXPECT_FALSE(ordinary[4096].stale());
+  EXPECT_EQ(ordinary[4096].variant(), tuned->variant());
+
+  v1::ListSelectionsRequest only_fresh_shape;
+  only_fresh_shape.mutable_filter()->mutable_shape()->set_length(4096);
+  StatusOr<v1::ListSelectionsResponse> filtered = engine_->ListSelections(only_fresh_shape);
+  ASSERT_TRUE(filtered.ok());
+  for (const v1::Selection& s : filtered->selections()) EXPECT_EQ(s.problem().shape().length(), 4096u);
+  EXPECT_GE(filtered->selections_size(), 1);
+
+  v1::ListSelectionsRequest by_state;
+  by_state.mutable_filter()->set_state(v1::OK);
+  EXPECT_EQ(engine_->ListSelections(by_state).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(EngineTest, WithoutGpuTuningFailsButTheDatabaseIsServed) {
   SeedSelection(SmallProblem(), kSeq, "driver=13000;nvrtc=old;src=old", FakeDeviceInfo());
   options_.worker_args = {"--no-gpu"};
@@ -551,6 +591,11 @@ TEST_F(EngineTest, WithoutGpuTuningFailsButTheDatabaseIsServed) {
   ASSERT_TRUE(selection.ok()) << selection.status().ToString();
   EXPECT_EQ(selection->variant(), kSeq);
   EXPECT_TRUE(selection->stale());
+  StatusOr<v1::ListSelectionsResponse> listed = engine_->ListSelections({});
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->selections_size(), 1);
+  EXPECT_EQ(listed->selections(0).variant(), kSeq);
+  EXPECT_TRUE(listed->selections(0).stale()) << "judged against the stored device, as Select judges it";
 
   select.set_on_miss(v1::TUNE_NOW);
   *select.mutable_problem() = SmallProblem(4096);

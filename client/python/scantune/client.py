@@ -126,11 +126,30 @@ class Client:
         first (by id), fetched a page at a time."""
         state_value = pb.ResultState.Value(state) if state else pb.STATE_UNSPECIFIED
         flt = pb.RecordFilter(op=op, variant=variant, state=state_value, origin=origin, device_model=device_model)
+        yield from self._pages(self._stub.ListRecords, "records",
+                               lambda token: pb.ListRecordsRequest(filter=flt, page_size=page_size, page_token=token))
+
+    def selections(self, *, op="", shape=None, dtype="", mode="", variant="", device_model="",
+                   deterministic_only=False, page_size=100):
+        """Every stored selection matching the filter (Selection messages, the
+        ordinary and the deterministic ones, each flagged stale as select()
+        flags it), in the order they were first made, a page at a time."""
+        flt = pb.RecordFilter(op=op, variant=variant, device_model=device_model,
+                              dtype=_lookup(_DTYPES, dtype, "dtype") if dtype else pb.DTYPE_UNSPECIFIED,
+                              mode=_lookup(_MODES, mode, "mode") if mode else pb.MODE_UNSPECIFIED)
+        if shape is not None:
+            flt.shape.CopyFrom(_shape(shape))
+        yield from self._pages(self._stub.ListSelections, "selections",
+                               lambda token: pb.ListSelectionsRequest(filter=flt, deterministic_only=deterministic_only,
+                                                                      page_size=page_size, page_token=token))
+
+    def _pages(self, rpc, field, request_for):
+        """The items of a paged listing: request_for(token) asks for a page,
+        `field` names its repeated items."""
         token = ""
         while True:
-            reply = self._call(self._stub.ListRecords,
-                               pb.ListRecordsRequest(filter=flt, page_size=page_size, page_token=token))
-            yield from reply.records
+            reply = self._call(rpc, request_for(token))
+            yield from getattr(reply, field)
             token = reply.next_page_token
             if not token:
                 return
