@@ -14,6 +14,7 @@
 
 #include <google/protobuf/util/json_util.h>
 
+#include "client/plot.h"
 #include "client/table_printer.h"
 #include "common/problem.h"
 
@@ -281,6 +282,15 @@ const std::vector<Cli::Command>& Cli::Commands() {
          p.AddFlag("page-token", "T", "continue a listing");
        },
        &Cli::Selections},
+      {"plot", "one problem's variants as bars of their median, the selections and the floor marked",
+       [](ArgParser& p) {
+         AddProblemFlags(p);
+         p.AddFlag("device-model", "NAME", "records of this device model (default: the newest record's)");
+         p.AddFlag("top", "N", "the N fastest variants (default 30)");
+         p.AddFlag("bar-width", "N", "characters of the longest bar (default 50)");
+         p.AddFlag("svg", "FILE", "write the plot as an SVG file instead of printing it");
+       },
+       &Cli::Plot},
       {"export", "records as JSON in the seeds' schema (seed 001 plus scantune's fields)",
        [](ArgParser& p) {
          AddRecordFilterFlags(p);
@@ -689,6 +699,69 @@ int Cli::Selections(const ArgParser& args) {
   if (!response->next_page_token().empty()) {
     err_ << "more selections: --page-token " << response->next_page_token() << "\n";
   }
+  return kExitOk;
+}
+
+int Cli::Plot(const ArgParser& args) {
+  if (json_) return UsageError("plot draws; its data as JSON: records --json and selections --json");
+  StatusOr<v1::Problem> problem = ProblemFlags(args, args.GetOr("shape", ""));
+  if (!problem.ok()) return UsageError(problem.status().message());
+  auto positive = [&](const char* flag, int fallback) -> StatusOr<int> {
+    auto text = args.Get(flag);
+    if (!text) return fallback;
+    int n = 0;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+    if (ec != std::errc() || end != text->data() + text->size() || n <= 0 || n > 10000) {
+      return InvalidArgument(std::string("--") + flag + " needs a positive number, got '" + *text + "'");
+    }
+    return n;
+  };
+  StatusOr<int> top = positive("top", 30);
+  if (!top.ok()) return UsageError(top.status().message());
+  StatusOr<int> bar_width = positive("bar-width", 50);
+  if (!bar_width.ok()) return UsageError(bar_width.status().message());
+
+  v1::RecordFilter filter;
+  filter.set_op(problem->op());
+  *filter.mutable_shape() = problem->shape();
+  filter.set_dtype(problem->dtype());
+  filter.set_mode(problem->mode());
+  filter.set_device_model(args.GetOr("device-model", ""));
+  // Newest first, as CandidatePlot wants them; a bounded number of pages.
+  constexpr int kMaxPages = 10;
+  std::vector<v1::Record> records;
+  v1::ListRecordsRequest list;
+  *list.mutable_filter() = filter;
+  list.mutable_filter()->set_state(v1::OK);
+  list.set_page_size(1000);
+  for (int page = 0; page < kMaxPages; ++page) {
+    StatusOr<v1::ListRecordsResponse> response = client_->ListRecords(list);
+    if (!response.ok()) return RpcError("plot", response.status());
+    records.insert(records.end(), response->records().begin(), response->records().end());
+    if (response->next_page_token().empty()) break;
+    list.set_page_token(response->next_page_token());
+  }
+  v1::ListSelectionsRequest select;
+  *select.mutable_filter() = filter;
+  select.set_page_size(1000);
+  StatusOr<v1::ListSelectionsResponse> selections = client_->ListSelections(select);
+  if (!selections.ok()) return RpcError("plot", selections.status());
+
+  BarPlot plot = CandidatePlot(*problem, filter.device_model(), records,
+                               {selections->selections().begin(), selections->selections().end()}, *top);
+  plot.title = ProblemText(*problem) + " on " + (plot.device_model.empty() ? "-" : plot.device_model) + ": " +
+               Lower(v1::Mode_Name(problem->mode())) + " median of each variant's newest OK record";
+  if (auto svg = args.Get("svg")) {
+    std::ofstream file(*svg, std::ios::binary | std::ios::trunc);
+    file << RenderSvg(plot);
+    if (!file.good()) {
+      err_ << "scantune: cannot write " << *svg << "\n";
+      return kExitRpcError;
+    }
+    err_ << plot.bars.size() << " variants plotted to " << *svg << "\n";
+    return kExitOk;
+  }
+  out_ << RenderText(plot, *bar_width);
   return kExitOk;
 }
 

@@ -1,6 +1,6 @@
 // Cli: the `scantune` command line tool. Subcommands mirror the RPCs of
 // scantune.v1.Scantune (devices, tune, select, kernel, bench, records, record,
-// selections, export, import, plus health); each parses its own flags, calls ScantuneClient and prints an
+// selections, export, import, plus health and plot); each parses its own flags, calls ScantuneClient and prints an
 // aligned table, or with --json the RPC's response as one protobuf-JSON
 // object per line.
 //
@@ -49,6 +49,7 @@ class Cli {
   int Bench(const ArgParser& args);
   int Records(const ArgParser& args);
   int Selections(const ArgParser& args);
+  int Plot(const ArgParser& args);
   int Record(const ArgParser& args);
   int Export(const ArgParser& args);
   int Import(const ArgParser& args);

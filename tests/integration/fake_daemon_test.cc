@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -568,6 +569,31 @@ TEST_F(DeterministicDaemonTest, SelectionsListEveryTunedProblemOverGrpcAndTheCli
   EXPECT_THAT(more.err, HasSubstr("more selections: --page-token sel:"));
   CommandResult bad = daemon_->Cli({"selections", "--state", "OK"});
   EXPECT_EQ(bad.exit_code, 2) << "a record field is not a selection flag";
+
+  // `scantune plot`: every tuned variant one bar, both selections marked, as text and as SVG.
+  CommandResult plot = daemon_->Cli(With({"plot"}, ProblemFlags(kShape)));
+  ASSERT_EQ(plot.exit_code, 0) << plot.err;
+  EXPECT_THAT(plot.out, HasSubstr("linear_scan " + std::string(kShape) + " bf16 fwd_bwd on Fake GPU (test double)"));
+  for (const std::string& variant : variants_) EXPECT_THAT(plot.out, HasSubstr(variant + " ")) << plot.out;
+  EXPECT_THAT(plot.out, HasSubstr("<- fastest"));
+  EXPECT_THAT(plot.out, HasSubstr("<- deterministic"));
+  EXPECT_THAT(plot.out, HasSubstr("floor"));
+  const std::string svg_path = daemon_->dir() + "/plot.svg";
+  CommandResult svg = daemon_->Cli(With({"plot", "--svg", svg_path}, ProblemFlags(kShape)));
+  ASSERT_EQ(svg.exit_code, 0) << svg.err;
+  EXPECT_THAT(svg.err, HasSubstr(std::to_string(variants_.size()) + " variants plotted to " + svg_path));
+  std::ifstream file(svg_path);
+  const std::string document((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(document.rfind("<svg ", 0), 0u);
+  EXPECT_THAT(document, HasSubstr(chunked_));
+  CommandResult untuned = daemon_->Cli(With({"plot"}, ProblemFlags("2x1024x512")));
+  ASSERT_EQ(untuned.exit_code, 0) << untuned.err;
+  EXPECT_THAT(untuned.out, HasSubstr("no OK records to plot"));
+  CommandResult bad_top = daemon_->Cli(With({"plot", "--top", "0"}, ProblemFlags(kShape)));
+  EXPECT_EQ(bad_top.exit_code, 2);
+  CommandResult json_plot = daemon_->Cli(With({"plot", "--json"}, ProblemFlags(kShape)));
+  EXPECT_EQ(json_plot.exit_code, 2);
+  EXPECT_THAT(json_plot.err, HasSubstr("records --json and selections --json"));
 }
 
 TEST_F(FakeDaemonTest, CancelledTuneGoesOnAndStoresItsResults) {
