@@ -278,6 +278,7 @@ const std::vector<Cli::Command>& Cli::Commands() {
        [](ArgParser& p) {
          AddKeyFilterFlags(p);
          p.AddBool("deterministic", "only the selections made among the deterministic variants");
+         p.AddBool("history", "every decision ever made, newest first, replaced ones marked superseded");
          p.AddFlag("limit", "N", "selections per page (default 100, at most 1000)");
          p.AddFlag("page-token", "T", "continue a listing");
        },
@@ -663,6 +664,7 @@ int Cli::Selections(const ArgParser& args) {
   if (!filter.ok()) return UsageError(filter.status().message());
   *request.mutable_filter() = *filter;
   request.set_deterministic_only(args.GetBool("deterministic"));
+  request.set_history(args.GetBool("history"));
   StatusOr<int32_t> limit = LimitFlag(args);
   if (!limit.ok()) return UsageError(limit.status().message());
   request.set_page_size(*limit);
@@ -677,7 +679,8 @@ int Cli::Selections(const ArgParser& args) {
     out_ << "no selections match (tune a problem to make one)\n";
     return kExitOk;
   }
-  // The page in reading order: device, operator, dtype, mode, then shape.
+  // The page in reading order: device, operator, dtype, mode, then shape (the
+  // history keeps its order, newest first).
   std::vector<const v1::Selection*> rows;
   for (const v1::Selection& s : response->selections()) rows.push_back(&s);
   auto key = [](const v1::Selection* s) {
@@ -686,14 +689,14 @@ int Cli::Selections(const ArgParser& args) {
                            p.state_dim(), p.shape().batch(), p.shape().length(), p.shape().width(), p.has_h0(),
                            p.delta_bias(), p.delta_softplus(), p.z_gate(), s->deterministic());
   };
-  std::stable_sort(rows.begin(), rows.end(), [&](auto* a, auto* b) { return key(a) < key(b); });
+  if (!request.history()) std::stable_sort(rows.begin(), rows.end(), [&](auto* a, auto* b) { return key(a) < key(b); });
   TablePrinter table({"device", "problem", "kind", "variant", "median ms", "margin %", "decided by", "record",
                       "updated at", "state"});
   for (const v1::Selection* s : rows) {
     table.AddRow({s->device_model(), ProblemText(s->problem()), s->deterministic() ? "deterministic" : "fastest",
                   s->variant(), Ms(s->median_ms()), TablePrinter::Fixed(s->margin_pct(), 2),
                   s->decided_by().empty() ? "-" : s->decided_by(), std::to_string(s->record_id()), s->updated_at(),
-                  s->stale() ? "STALE" : "fresh"});
+                  std::string(s->stale() ? "STALE" : "fresh") + (s->superseded() ? ", superseded" : "")});
   }
   table.Print(out_);
   if (!response->next_page_token().empty()) {

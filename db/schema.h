@@ -206,6 +206,41 @@ inline constexpr const char* kMigrateToV2[] = {
     kCreateSelectionsV2, kCopySelectionsToV2, kDropSelectionsV1, kRenameSelectionsV2, kCreateSelectionsFamilyIndexV2,
 };
 
+// ---- version 3: the selections' history ---------------------------------------
+// Every selection decision, appended in the transaction that upserts it, so a
+// selection a re-tune replaces (a stale one, or one a new kernel beat) is kept
+// and can be listed. The selections of version 2 become its first rows.
+
+inline constexpr char kCreateSelectionHistory[] =
+    "CREATE TABLE selection_history ("
+    " id INTEGER PRIMARY KEY,"
+    " device_model TEXT NOT NULL,"
+    " op TEXT NOT NULL,"
+    " batch INTEGER NOT NULL,"
+    " length INTEGER NOT NULL,"
+    " width INTEGER NOT NULL,"
+    " dtype TEXT NOT NULL,"
+    " mode TEXT NOT NULL,"
+    " has_h0 INTEGER NOT NULL,"
+    " deterministic INTEGER NOT NULL,"
+    " variant TEXT NOT NULL,"
+    " record_id INTEGER NOT NULL REFERENCES records (id),"
+    " fingerprint TEXT NOT NULL,"
+    " updated_at TEXT NOT NULL,"
+    " selection BLOB NOT NULL)";            // v1::Selection
+inline constexpr char kCreateSelectionHistoryIndex[] =
+    "CREATE INDEX selection_history_by_problem ON selection_history"
+    " (device_model, op, batch, length, width, dtype, mode, has_h0, deterministic)";
+inline constexpr char kCopySelectionsToHistory[] =
+    "INSERT INTO selection_history (device_model, op, batch, length, width, dtype, mode, has_h0, deterministic,"
+    " variant, record_id, fingerprint, updated_at, selection)"
+    " SELECT device_model, op, batch, length, width, dtype, mode, has_h0, deterministic,"
+    " variant, record_id, fingerprint, updated_at, selection FROM selections ORDER BY updated_at, rowid";
+
+inline constexpr const char* kMigrateToV3[] = {
+    kCreateSelectionHistory, kCreateSelectionHistoryIndex, kCopySelectionsToHistory,
+};
+
 struct MigrationStep {
   int to_version;
   std::span<const char* const> statements;
@@ -214,6 +249,7 @@ struct MigrationStep {
 inline constexpr MigrationStep kMigrations[] = {
     {1, kMigrateToV1},
     {2, kMigrateToV2},
+    {3, kMigrateToV3},
 };
 
 inline constexpr int kLatestSchemaVersion = kMigrations[std::size(kMigrations) - 1].to_version;
@@ -297,6 +333,9 @@ inline constexpr char kUpsertSelection[] =
     " variant = excluded.variant, record_id = excluded.record_id, median_ms = excluded.median_ms,"
     " runner_up = excluded.runner_up, margin_pct = excluded.margin_pct, decided_by = excluded.decided_by,"
     " fingerprint = excluded.fingerprint, updated_at = excluded.updated_at, selection = excluded.selection";
+inline constexpr char kInsertSelectionHistory[] =
+    "INSERT INTO selection_history (device_model, op, batch, length, width, dtype, mode, has_h0, deterministic,"
+    " variant, record_id, fingerprint, updated_at, selection) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
 inline constexpr char kSelectSelection[] =
     "SELECT selection FROM selections"
     " WHERE device_model = ? AND op = ? AND batch = ? AND length = ? AND width = ? AND dtype = ?"
@@ -312,6 +351,17 @@ inline constexpr char kListSelectionFamily[] =
 inline constexpr char kListSelectionsHead[] = "SELECT rowid, selection FROM selections WHERE rowid > ?";
 inline constexpr char kWhereDeterministic[] = " AND deterministic = ?";
 inline constexpr char kListSelectionsTail[] = " ORDER BY rowid LIMIT ?";
+// The history, newest first, each decision with whether it is still the
+// problem's selection (the same winning record).
+inline constexpr char kListSelectionHistoryHead[] =
+    "SELECT id, selection, EXISTS (SELECT 1 FROM selections s WHERE s.device_model = selection_history.device_model"
+    " AND s.op = selection_history.op AND s.batch = selection_history.batch"
+    " AND s.length = selection_history.length AND s.width = selection_history.width"
+    " AND s.dtype = selection_history.dtype AND s.mode = selection_history.mode"
+    " AND s.has_h0 = selection_history.has_h0 AND s.deterministic = selection_history.deterministic"
+    " AND s.record_id = selection_history.record_id)"
+    " FROM selection_history WHERE id < ?";
+inline constexpr char kListSelectionHistoryTail[] = " ORDER BY id DESC LIMIT ?";
 
 // ---- migrations ---------------------------------------------------------------
 

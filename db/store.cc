@@ -30,6 +30,7 @@ constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
 constexpr char kPageTokenPrefix[] = "id:";
 constexpr char kSelectionPageTokenPrefix[] = "sel:";
+constexpr char kHistoryPageTokenPrefix[] = "hist:";
 
 // ISO-8601 UTC with milliseconds: sorts as text, reads as a date in the shell.
 std::string NowIso8601() {
@@ -420,7 +421,16 @@ Status Store::UpsertSelection(const v1::Selection& selection, const std::string&
       .BindText(next + 7, selection.fingerprint())
       .BindText(next + 8, selection.updated_at().empty() ? now : selection.updated_at())
       .BindBlob(next + 9, selection.SerializeAsString());
-  return stmt.Run();
+  RETURN_IF_ERROR(stmt.Run());
+  ASSIGN_OR_RETURN(Statement history, statements_->Get(db::kInsertSelectionHistory));
+  next = BindProblemKey(history, 1, selection.device_model(), selection.problem());
+  history.BindInt64(next, selection.deterministic() ? 1 : 0)
+      .BindText(next + 1, selection.variant())
+      .BindInt64(next + 2, selection.record_id())
+      .BindText(next + 3, selection.fingerprint())
+      .BindText(next + 4, selection.updated_at().empty() ? now : selection.updated_at())
+      .BindBlob(next + 5, selection.SerializeAsString());
+  return history.Run();
 }
 
 StatusOr<std::vector<int64_t>> Store::CommitResults(const std::vector<v1::Record>& records,
@@ -514,33 +524,39 @@ StatusOr<RecordPage> Store::ListRecords(const v1::RecordFilter& filter, int page
   return page;
 }
 
-StatusOr<SelectionPage> Store::ListAllSelections(const v1::RecordFilter& filter, bool deterministic_only,
-                                                 int page_size, const std::string& page_token) {
+StatusOr<SelectionPage> Store::ListAllSelections(const v1::ListSelectionsRequest& request) {
+  const v1::RecordFilter& filter = request.filter();
   if (filter.state() != v1::STATE_UNSPECIFIED || !filter.origin().empty()) {
     return InvalidArgument("a selection has no state or origin to filter by (only OK records are selected)");
   }
-  ASSIGN_OR_RETURN(page_size, PageSize(page_size));
-  int64_t after_rowid = 0;
-  if (!page_token.empty()) {
-    ASSIGN_OR_RETURN(after_rowid, ParsePageToken(page_token, kSelectionPageTokenPrefix));
+  ASSIGN_OR_RETURN(const int page_size, PageSize(request.page_size()));
+  // The current selections go up by rowid from 0, the history down by id.
+  const bool history = request.history();
+  const char* const prefix = history ? kHistoryPageTokenPrefix : kSelectionPageTokenPrefix;
+  int64_t bound = history ? std::numeric_limits<int64_t>::max() : 0;
+  if (!request.page_token().empty()) {
+    ASSIGN_OR_RETURN(bound, ParsePageToken(request.page_token(), prefix));
   }
-  FilteredQuery query(db::kListSelectionsHead, after_rowid);
+  FilteredQuery query(history ? db::kListSelectionHistoryHead : db::kListSelectionsHead, bound);
   query.AddRecordFilter(filter);
-  if (deterministic_only) query.AddCondition(db::kWhereDeterministic, int64_t{1});
+  if (request.deterministic_only()) query.AddCondition(db::kWhereDeterministic, int64_t{1});
 
   std::lock_guard<std::mutex> lock(mu_);
-  ASSIGN_OR_RETURN(Statement stmt, query.Prepare(*statements_, db::kListSelectionsTail, page_size));
+  ASSIGN_OR_RETURN(Statement stmt, query.Prepare(*statements_,
+                                                 history ? db::kListSelectionHistoryTail : db::kListSelectionsTail,
+                                                 page_size));
   SelectionPage page;
-  int64_t last_rowid = 0;
+  int64_t last_key = 0;
   while (true) {
     ASSIGN_OR_RETURN(bool has_row, stmt.Step());
     if (!has_row) break;
     if (static_cast<int>(page.selections.size()) == page_size) {
-      page.next_page_token = kSelectionPageTokenPrefix + std::to_string(last_rowid);
+      page.next_page_token = prefix + std::to_string(last_key);
       break;
     }
-    last_rowid = stmt.ColumnInt64(0);
+    last_key = stmt.ColumnInt64(0);
     ASSIGN_OR_RETURN(v1::Selection selection, ParseBlob<v1::Selection>(stmt.ColumnBlob(1), "selection", 0));
+    if (history) selection.set_superseded(stmt.ColumnInt64(2) == 0);
     page.selections.push_back(std::move(selection));
   }
   return page;

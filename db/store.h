@@ -52,7 +52,7 @@ struct SelectionPage {
 
 class Store {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Creates or migrates the file. ":memory:" is not accepted: the store is a real file.
   static StatusOr<std::unique_ptr<Store>> Open(const std::string& path);
@@ -95,10 +95,11 @@ class Store {
   // Every stored selection matching the filter's device model, op, shape,
   // dtype, mode and variant (unset fields match any; a state or origin is
   // INVALID_ARGUMENT: selections have neither), in the order they were first
-  // made; `deterministic_only`: only those made among the deterministic
-  // variants. Paged as ListRecords; stale is the caller's judgement.
-  StatusOr<SelectionPage> ListAllSelections(const v1::RecordFilter& filter, bool deterministic_only, int page_size,
-                                            const std::string& page_token);
+  // made; deterministic_only: only those made among the deterministic
+  // variants; history: every decision ever committed instead, newest first,
+  // each flagged superseded unless it is still the selection. Paged as
+  // ListRecords; stale is the caller's judgement.
+  StatusOr<SelectionPage> ListAllSelections(const v1::ListSelectionsRequest& request);
 
   // Records with a non-OK state for this device model, problem and fingerprint:
   // those variants are not retried blindly.

@@ -409,8 +409,7 @@ StatusOr<v1::ListRecordsResponse> Engine::Impl::ListRecords(const v1::ListRecord
 }
 
 StatusOr<v1::ListSelectionsResponse> Engine::Impl::ListSelections(const v1::ListSelectionsRequest& request) {
-  ASSIGN_OR_RETURN(SelectionPage page, store_->ListAllSelections(request.filter(), request.deterministic_only(),
-                                                                 request.page_size(), request.page_token()));
+  ASSIGN_OR_RETURN(SelectionPage page, store_->ListAllSelections(request));
   // Stale as Select judges it: against the fingerprint of a device of the
   // selection's model, a live GPU's first, else one the database knows.
   std::map<std::string, std::string> fingerprints;

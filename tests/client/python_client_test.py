@@ -80,6 +80,9 @@ class PythonClientTest(unittest.TestCase):
         only = list(self.client.selections(deterministic_only=True, dtype="fp32", mode="fwd"))
         self.assertEqual([s.variant for s in only], [CHUNKED])
         self.assertEqual(list(self.client.selections(mode="bwd")), [])
+        history = list(self.client.selections(op="linear_scan", history=True))
+        self.assertEqual({(s.deterministic, s.variant) for s in history}, {(False, LOOKBACK), (True, CHUNKED)})
+        self.assertFalse(any(s.superseded for s in history))
 
     def test_4_bad_input_is_a_clear_error(self):
         with self.assertRaises(scantune.ScantuneError) as caught:

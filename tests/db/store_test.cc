@@ -181,6 +181,17 @@ v1::Selection MakeSelection(const v1::Record& winner, const std::string& runner_
   return s;
 }
 
+v1::ListSelectionsRequest Request(const v1::RecordFilter& filter, bool deterministic_only = false, int page_size = 0,
+                                  const std::string& token = "", bool history = false) {
+  v1::ListSelectionsRequest request;
+  *request.mutable_filter() = filter;
+  request.set_deterministic_only(deterministic_only);
+  request.set_page_size(page_size);
+  request.set_page_token(token);
+  request.set_history(history);
+  return request;
+}
+
 class StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -232,10 +243,11 @@ class StoreTest : public ::testing::Test {
 TEST_F(StoreTest, OpenCreatesFileWithCurrentSchemaVersion) {
   EXPECT_TRUE(fs::exists(path_));
   EXPECT_EQ(store_->schema_version(), Store::kSchemaVersion);
-  EXPECT_EQ(Store::kSchemaVersion, 2);
+  EXPECT_EQ(Store::kSchemaVersion, 3);
   RawDb raw(path_);
-  EXPECT_EQ(raw.QueryText("SELECT value FROM meta WHERE key = 'schema_version'"), "2");
-  for (const char* table : {"meta", "devices", "variants", "compile_cache", "records", "selections"}) {
+  EXPECT_EQ(raw.QueryText("SELECT value FROM meta WHERE key = 'schema_version'"), "3");
+  for (const char* table :
+       {"meta", "devices", "variants", "compile_cache", "records", "selections", "selection_history"}) {
     EXPECT_EQ(raw.QueryInt(std::string("SELECT count(*) FROM sqlite_master WHERE type='table' AND name='") +
                            table + "'"),
               1)
@@ -296,9 +308,10 @@ TEST_F(StoreTest, NewerSchemaVersionIsRefusedAndFileUntouched) {
   EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM records"), 1);
 }
 
-// A version-1 file (selections keyed without `deterministic`) opens as
-// version 2 with its selections kept as the ordinary ones; the rebuilt key
-// then holds a deterministic selection beside each.
+// A version-1 file (selections keyed without `deterministic`, no history)
+// opens as the current version with its selections kept as the ordinary ones
+// and as the first rows of the history; the rebuilt key then holds a
+// deterministic selection beside each.
 TEST_F(StoreTest, Version1FileMigratesKeepingItsSelectionsAsOrdinary) {
   v1::Record a = MakeRecord(VariantName(128));
   v1::Record b = MakeRecord(VariantName(256));
@@ -321,16 +334,18 @@ TEST_F(StoreTest, Version1FileMigratesKeepingItsSelectionsAsOrdinary) {
         " margin_pct, decided_by, fingerprint, updated_at, selection";
     raw.Exec("INSERT INTO selections (" + columns + ") SELECT " + columns + " FROM selections_of_v2");
     raw.Exec("DROP TABLE selections_of_v2");
+    raw.Exec("DROP TABLE selection_history");
     raw.Exec("UPDATE meta SET value = '1' WHERE key = 'schema_version'");
     ASSERT_EQ(raw.QueryInt("SELECT count(*) FROM pragma_table_info('selections') WHERE name = 'deterministic'"), 0);
     ASSERT_EQ(raw.QueryInt("SELECT count(*) FROM selections"), 2);
   }
 
   OpenStore();
-  EXPECT_EQ(store_->schema_version(), 2);
+  EXPECT_EQ(store_->schema_version(), Store::kSchemaVersion);
   {
     RawDb raw(path_);
-    EXPECT_EQ(raw.QueryText("SELECT value FROM meta WHERE key = 'schema_version'"), "2");
+    EXPECT_EQ(raw.QueryText("SELECT value FROM meta WHERE key = 'schema_version'"), std::to_string(Store::kSchemaVersion));
+    EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM selection_history WHERE deterministic = 0"), 2);
     EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM selections WHERE deterministic = 0"), 2);
     EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM selections"), 2);
     EXPECT_EQ(raw.QueryInt("SELECT count(*) FROM sqlite_master WHERE name = 'selections_of_v2'"), 0);
@@ -364,6 +379,16 @@ TEST_F(StoreTest, Version1FileMigratesKeepingItsSelectionsAsOrdinary) {
   ordinary = store_->GetSelection("NVIDIA H200", problem, false);
   ASSERT_TRUE(ordinary.ok() && ordinary->has_value());
   EXPECT_EQ((*ordinary)->record_id(), ids[1]) << "the migrated row is kept beside the deterministic one";
+
+  v1::ListSelectionsRequest history;
+  history.set_history(true);
+  auto decisions = store_->ListAllSelections(history);
+  ASSERT_TRUE(decisions.ok()) << decisions.status().ToString();
+  ASSERT_EQ(decisions->selections.size(), 3u);
+  EXPECT_EQ(decisions->selections[0].record_id(), c_ids[0]);
+  std::set<int64_t> migrated = {decisions->selections[1].record_id(), decisions->selections[2].record_id()};
+  EXPECT_EQ(migrated, (std::set<int64_t>{ids[1], fwd_ids[0]}));
+  for (const v1::Selection& s : decisions->selections) EXPECT_FALSE(s.superseded()) << s.variant();
 }
 
 TEST_F(StoreTest, ForeignDatabaseIsRefused) {
@@ -563,12 +588,12 @@ TEST_F(StoreTest, ListAllSelectionsFiltersAndPagesInTheOrderTheyWereMade) {
   Commit({d}, deterministic, 0);
   made.push_back(d.variant());
 
-  auto list = [&](const v1::RecordFilter& filter, bool deterministic_only, int page_size = 0) {
+  auto list = [&](const v1::RecordFilter& filter, bool deterministic_only, int page_size = 0, bool history = false) {
     std::vector<v1::Selection> all;
     std::string token;
     int pages = 0;
     do {
-      auto page = store_->ListAllSelections(filter, deterministic_only, page_size, token);
+      auto page = store_->ListAllSelections(Request(filter, deterministic_only, page_size, token, history));
       EXPECT_TRUE(page.ok()) << page.status().ToString();
       if (!page.ok() || ++pages > 10) break;
       all.insert(all.end(), page->selections.begin(), page->selections.end());
@@ -617,17 +642,36 @@ TEST_F(StoreTest, ListAllSelectionsFiltersAndPagesInTheOrderTheyWereMade) {
   // Record-only fields and bad tokens are refused with the reason.
   v1::RecordFilter by_state;
   by_state.set_state(v1::OK);
-  auto refused = store_->ListAllSelections(by_state, false, 0, "");
+  auto refused = store_->ListAllSelections(Request(by_state));
   EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(refused.status().message().find("state or origin"), std::string::npos) << refused.status().ToString();
   v1::RecordFilter by_origin;
   by_origin.set_origin("tuned");
-  EXPECT_EQ(store_->ListAllSelections(by_origin, false, 0, "").status().code(), StatusCode::kInvalidArgument);
-  for (const std::string token : {"id:3", "sel:", "sel:x", "sel:-1"}) {
-    auto bad = store_->ListAllSelections({}, false, 0, token);
+  EXPECT_EQ(store_->ListAllSelections(Request(by_origin)).status().code(), StatusCode::kInvalidArgument);
+  for (const std::string token : {"id:3", "sel:", "sel:x", "sel:-1", "hist:2"}) {
+    auto bad = store_->ListAllSelections(Request({}, false, 0, token));
     EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument) << token;
   }
-  EXPECT_EQ(store_->ListAllSelections({}, false, -1, "").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ListAllSelections(Request({}, false, -1)).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ListAllSelections(Request({}, false, 0, "sel:2", true)).status().code(),
+            StatusCode::kInvalidArgument)
+      << "a listing's token does not page the history";
+
+  // The history keeps every decision, newest first: the replaced one superseded.
+  std::vector<v1::Selection> history = list({}, false, 2, true);
+  ASSERT_EQ(history.size(), made.size() + 1);
+  EXPECT_EQ(history[0].variant(), again.variant());
+  EXPECT_FALSE(history[0].superseded());
+  EXPECT_EQ(history[1].variant(), d.variant());
+  EXPECT_FALSE(history[1].superseded());
+  EXPECT_EQ(history.back().variant(), VariantName(64));
+  EXPECT_TRUE(history.back().superseded()) << "replaced by the re-tune";
+  for (size_t i = 1; i + 1 < history.size(); ++i) EXPECT_FALSE(history[i].superseded()) << i;
+  v1::RecordFilter first_only = by_length;
+  first_only.set_mode(v1::FWD_BWD);
+  std::vector<v1::Selection> its = list(first_only, false, 0, true);
+  ASSERT_EQ(its.size(), 3u) << "two ordinary decisions and one deterministic";
+  EXPECT_EQ(list(first_only, true, 0, true).size(), 1u);
 }
 
 TEST_F(StoreTest, GetSelectionMissIsEmptyNotError) {

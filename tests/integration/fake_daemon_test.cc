@@ -570,6 +570,29 @@ TEST_F(DeterministicDaemonTest, SelectionsListEveryTunedProblemOverGrpcAndTheCli
   CommandResult bad = daemon_->Cli({"selections", "--state", "OK"});
   EXPECT_EQ(bad.exit_code, 2) << "a record field is not a selection flag";
 
+  // A forced re-tune of the first shape: the selections stay four, the history
+  // grows by its two decisions and keeps the replaced two, superseded.
+  CommandResult retune =
+      daemon_->Cli(With({"tune", "--quiet", "--force"}, With(ProblemFlags(kShape), {"--variants", Join(variants_)})));
+  ASSERT_EQ(retune.exit_code, 0) << retune.err;
+  StatusOr<v1::ListSelectionsResponse> after = client->ListSelections({});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->selections_size(), 4);
+  v1::ListSelectionsRequest history;
+  history.set_history(true);
+  history.mutable_filter()->mutable_shape()->set_length(256);
+  StatusOr<v1::ListSelectionsResponse> decisions = client->ListSelections(history);
+  ASSERT_TRUE(decisions.ok()) << decisions.status().ToString();
+  ASSERT_EQ(decisions->selections_size(), 4);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(decisions->selections(i).superseded(), i >= 2) << i << " (newest first)";
+    EXPECT_EQ(decisions->selections(i).problem().shape().length(), 256u);
+  }
+  EXPECT_GT(decisions->selections(0).record_id(), decisions->selections(3).record_id());
+  CommandResult history_table = daemon_->Cli({"selections", "--history", "--shape", kShape});
+  ASSERT_EQ(history_table.exit_code, 0) << history_table.err;
+  EXPECT_THAT(history_table.out, HasSubstr("fresh, superseded"));
+
   // `scantune plot`: every tuned variant one bar, both selections marked, as text and as SVG.
   CommandResult plot = daemon_->Cli(With({"plot"}, ProblemFlags(kShape)));
   ASSERT_EQ(plot.exit_code, 0) << plot.err;

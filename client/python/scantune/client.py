@@ -130,10 +130,12 @@ class Client:
                                lambda token: pb.ListRecordsRequest(filter=flt, page_size=page_size, page_token=token))
 
     def selections(self, *, op="", shape=None, dtype="", mode="", variant="", device_model="",
-                   deterministic_only=False, page_size=100):
+                   deterministic_only=False, history=False, page_size=100):
         """Every stored selection matching the filter (Selection messages, the
         ordinary and the deterministic ones, each flagged stale as select()
-        flags it), in the order they were first made, a page at a time."""
+        flags it), in the order they were first made, a page at a time.
+        history=True: every decision ever made instead, newest first, those a
+        later one replaced flagged superseded."""
         flt = pb.RecordFilter(op=op, variant=variant, device_model=device_model,
                               dtype=_lookup(_DTYPES, dtype, "dtype") if dtype else pb.DTYPE_UNSPECIFIED,
                               mode=_lookup(_MODES, mode, "mode") if mode else pb.MODE_UNSPECIFIED)
@@ -141,7 +143,8 @@ class Client:
             flt.shape.CopyFrom(_shape(shape))
         yield from self._pages(self._stub.ListSelections, "selections",
                                lambda token: pb.ListSelectionsRequest(filter=flt, deterministic_only=deterministic_only,
-                                                                      page_size=page_size, page_token=token))
+                                                                      history=history, page_size=page_size,
+                                                                      page_token=token))
 
     def _pages(self, rpc, field, request_for):
         """The items of a paged listing: request_for(token) asks for a page,
