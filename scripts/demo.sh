@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: set up, build, start scantuned on a Unix
 # socket, and do something real with it:
-#   with a GPU:    tune linear_scan bf16 fwd_bwd at 4x2048x2048, select, show records;
+#   with a GPU:    tune linear_scan bf16 fwd_bwd at 4x2048x2048, select, show records,
+#                  plot the candidates and list the selections;
 #   without a GPU: compile a real kernel through NVRTC (GetKernel), show that
 #                  tuning answers "no GPU" and that selection/records are served.
 # The daemon keeps running afterwards; stop it with: kill $(cat /tmp/scantune-demo.pid)
@@ -24,6 +25,8 @@ if $cli devices --json | grep -q '"uuid"'; then
   $cli tune $problem
   $cli select $problem
   $cli records --op linear_scan --shape 4x2048x2048 --state OK --limit 10
+  $cli plot $problem --top 15
+  $cli selections
 else
   echo "== no GPU: compiling the kernel of a named variant with NVRTC (GetKernel)"
   $cli kernel --op linear_scan --shape 4x2048x2048 --dtype bf16 --mode fwd --variant lookbacksmem_v4_t256_c64_i256 \
@@ -32,4 +35,6 @@ else
   $cli tune $problem || true
   echo "== selection for a never-tuned shape:"
   $cli select $problem --on-miss nearest || true
+  echo "== what the database has decided (tuned on a GPU before, if this database was):"
+  $cli selections
 fi
