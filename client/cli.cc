@@ -283,9 +283,10 @@ const std::vector<Cli::Command>& Cli::Commands() {
          p.AddFlag("page-token", "T", "continue a listing");
        },
        &Cli::Selections},
-      {"plot", "one problem's variants as bars of their median, the selections and the floor marked",
+      {"plot", "one problem's variants as bars of their median (without --shape: the selections across shapes)",
        [](ArgParser& p) {
          AddProblemFlags(p);
+         p.AddBool("deterministic", "without --shape: the deterministic selections");
          p.AddFlag("device-model", "NAME", "records of this device model (default: the newest record's)");
          p.AddFlag("top", "N", "the N fastest variants (default 30)");
          p.AddFlag("bar-width", "N", "characters of the longest bar (default 50)");
@@ -707,8 +708,11 @@ int Cli::Selections(const ArgParser& args) {
 
 int Cli::Plot(const ArgParser& args) {
   if (json_) return UsageError("plot draws; its data as JSON: records --json and selections --json");
-  StatusOr<v1::Problem> problem = ProblemFlags(args, args.GetOr("shape", ""));
+  // Without --shape: every selection of the problem's other fields, one bar per shape.
+  const bool across_shapes = !args.Get("shape").has_value();
+  StatusOr<v1::Problem> problem = ProblemFlags(args, args.GetOr("shape", "1x1x1"));
   if (!problem.ok()) return UsageError(problem.status().message());
+  if (across_shapes) problem->clear_shape();
   auto positive = [&](const char* flag, int fallback) -> StatusOr<int> {
     auto text = args.Get(flag);
     if (!text) return fallback;
@@ -726,10 +730,11 @@ int Cli::Plot(const ArgParser& args) {
 
   v1::RecordFilter filter;
   filter.set_op(problem->op());
-  *filter.mutable_shape() = problem->shape();
+  if (!across_shapes) *filter.mutable_shape() = problem->shape();
   filter.set_dtype(problem->dtype());
   filter.set_mode(problem->mode());
   filter.set_device_model(args.GetOr("device-model", ""));
+  if (across_shapes) return PlotSelections(args, *problem, filter, *bar_width);
   // Newest first, as CandidatePlot wants them; a bounded number of pages.
   constexpr int kMaxPages = 10;
   std::vector<v1::Record> records;
@@ -754,6 +759,41 @@ int Cli::Plot(const ArgParser& args) {
                                {selections->selections().begin(), selections->selections().end()}, *top);
   plot.title = ProblemText(*problem) + " on " + (plot.device_model.empty() ? "-" : plot.device_model) + ": " +
                Lower(v1::Mode_Name(problem->mode())) + " median of each variant's newest OK record";
+  return DrawPlot(args, plot, *bar_width);
+}
+
+int Cli::PlotSelections(const ArgParser& args, const v1::Problem& problem, const v1::RecordFilter& filter,
+                        int bar_width) {
+  v1::ListSelectionsRequest request;
+  *request.mutable_filter() = filter;
+  request.set_deterministic_only(args.GetBool("deterministic"));
+  request.set_page_size(1000);
+  StatusOr<v1::ListSelectionsResponse> response = client_->ListSelections(request);
+  if (!response.ok()) return RpcError("plot", response.status());
+  std::vector<v1::Selection> selections;
+  std::vector<v1::Record> winners;
+  std::string model = filter.device_model();
+  for (const v1::Selection& s : response->selections()) {
+    v1::Problem same = problem;
+    *same.mutable_shape() = s.problem().shape();
+    if (s.deterministic() != args.GetBool("deterministic") || !SameProblem(s.problem(), same)) continue;
+    if (model.empty()) model = s.device_model();
+    if (s.device_model() != model) continue;
+    StatusOr<v1::Record> winner = client_->GetRecord(s.record_id());
+    if (!winner.ok()) return RpcError("plot", winner.status());
+    selections.push_back(s);
+    winners.push_back(*std::move(winner));
+  }
+  BarPlot plot = SelectionPlot(selections, winners);
+  std::string what = ProblemText(problem);  // the shape field is cleared: "op 0x0x0 dtype mode ..."
+  what.replace(what.find(" 0x0x0"), 6, " (every shape)");
+  plot.title = what + " on " + (model.empty() ? "-" : model) + ": the " +
+               (args.GetBool("deterministic") ? "deterministic selections" : "selections") + ", " +
+               Lower(v1::Mode_Name(problem.mode())) + " median of each winning record";
+  return DrawPlot(args, plot, bar_width);
+}
+
+int Cli::DrawPlot(const ArgParser& args, const BarPlot& plot, int bar_width) {
   if (auto svg = args.Get("svg")) {
     std::ofstream file(*svg, std::ios::binary | std::ios::trunc);
     file << RenderSvg(plot);
@@ -764,7 +804,7 @@ int Cli::Plot(const ArgParser& args) {
     err_ << plot.bars.size() << " variants plotted to " << *svg << "\n";
     return kExitOk;
   }
-  out_ << RenderText(plot, *bar_width);
+  out_ << RenderText(plot, bar_width);
   return kExitOk;
 }
 

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "client/arg_parser.h"
+#include "client/plot.h"
 #include "client/scantune_client.h"
 
 namespace scantune {
@@ -50,6 +51,9 @@ class Cli {
   int Records(const ArgParser& args);
   int Selections(const ArgParser& args);
   int Plot(const ArgParser& args);
+  int PlotSelections(const ArgParser& args, const v1::Problem& problem, const v1::RecordFilter& filter,
+                     int bar_width);
+  int DrawPlot(const ArgParser& args, const BarPlot& plot, int bar_width);
   int Record(const ArgParser& args);
   int Export(const ArgParser& args);
   int Import(const ArgParser& args);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <tuple>
+#include <utility>
 
 namespace scantune {
 namespace {
@@ -51,8 +53,27 @@ std::string Join(const std::vector<std::string>& items, const char* separator) {
 // The end of the scale: the largest time any bar shows.
 double ScaleMs(const BarPlot& plot) {
   double top = plot.floor_ms;
-  for (const PlotBar& bar : plot.bars) top = std::max({top, bar.median_ms, bar.q3_ms});
+  for (const PlotBar& bar : plot.bars) top = std::max({top, bar.median_ms, bar.q3_ms, bar.floor_ms});
   return top > 0 ? top : 1.0;
+}
+
+// A bar of the ranked mode's statistics of one OK record.
+PlotBar BarOf(const v1::Record& r, std::string label) {
+  const v1::Stats& stats = RankedStats(r);
+  PlotBar bar;
+  bar.label = std::move(label);
+  bar.median_ms = stats.median_ms();
+  bar.q1_ms = stats.q1_ms();
+  bar.q3_ms = stats.q3_ms();
+  // pct_of_copy is the bytes the operator must move over the median at the
+  // copy bandwidth, so the floor is the median scaled by it.
+  bar.floor_ms = bar.median_ms * r.pct_of_copy() / 100.0;
+  bar.record_id = r.id();
+  return bar;
+}
+
+std::string ShapeLabel(const v1::Shape& s) {
+  return std::to_string(s.batch()) + "x" + std::to_string(s.length()) + "x" + std::to_string(s.width());
 }
 
 }  // namespace
@@ -75,19 +96,8 @@ BarPlot CandidatePlot(const v1::Problem& problem, const std::string& device_mode
   for (const v1::Record& r : records) {
     if (r.state() != v1::OK || !SameProblem(r.problem(), problem)) continue;
     if (plot.device_model.empty()) plot.device_model = r.device().name();
-    if (r.device().name() != plot.device_model || !seen.insert(r.variant()).second) continue;
-    const v1::Stats& stats = RankedStats(r);
-    if (stats.median_ms() <= 0) continue;
-    PlotBar bar;
-    bar.label = r.variant();
-    bar.median_ms = stats.median_ms();
-    bar.q1_ms = stats.q1_ms();
-    bar.q3_ms = stats.q3_ms();
-    // pct_of_copy is the bytes the operator must move over the median at the
-    // copy bandwidth, so the floor is the median scaled by it.
-    bar.floor_ms = bar.median_ms * r.pct_of_copy() / 100.0;
-    bar.record_id = r.id();
-    plot.bars.push_back(std::move(bar));
+    if (r.device().name() != plot.device_model || RankedStats(r).median_ms() <= 0) continue;
+    if (seen.insert(r.variant()).second) plot.bars.push_back(BarOf(r, r.variant()));
   }
   std::stable_sort(plot.bars.begin(), plot.bars.end(),
                    [](const PlotBar& a, const PlotBar& b) { return a.median_ms < b.median_ms; });
@@ -111,25 +121,50 @@ BarPlot CandidatePlot(const v1::Problem& problem, const std::string& device_mode
   return plot;
 }
 
+BarPlot SelectionPlot(const std::vector<v1::Selection>& selections, const std::vector<v1::Record>& winners) {
+  BarPlot plot;
+  plot.label_header = "shape  variant";
+  std::vector<std::pair<const v1::Selection*, const v1::Record*>> rows;
+  for (const v1::Selection& s : selections) {
+    for (const v1::Record& r : winners) {
+      if (r.id() == s.record_id() && r.state() == v1::OK && RankedStats(r).median_ms() > 0) rows.emplace_back(&s, &r);
+    }
+  }
+  auto size = [](const v1::Shape& s) {
+    return std::make_tuple(uint64_t{s.batch()} * s.length() * s.width(), s.batch(), s.length(), s.width());
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const auto& a, const auto& b) {
+    return size(a.first->problem().shape()) < size(b.first->problem().shape());
+  });
+  for (const auto& [s, r] : rows) {
+    PlotBar bar = BarOf(*r, ShapeLabel(s->problem().shape()) + "  " + s->variant());
+    if (s->stale()) bar.marks.push_back("stale");
+    plot.bars.push_back(std::move(bar));
+    if (plot.device_model.empty()) plot.device_model = s->device_model();
+  }
+  return plot;
+}
+
 std::string RenderText(const BarPlot& plot, int bar_chars) {
   std::string out = plot.title + "\n";
   if (plot.bars.empty()) return out + "no OK records to plot\n";
   bar_chars = std::max(bar_chars, 10);
   const double scale = ScaleMs(plot);
   auto column = [&](double ms) { return static_cast<int>(std::lround(ms / scale * bar_chars)); };
-  const int floor_at = plot.floor_ms > 0 ? std::min(column(plot.floor_ms), bar_chars) : -1;
-  if (floor_at >= 0) {
+  if (plot.floor_ms > 0) {
     out += "'|' floor " + Format("%.4f", plot.floor_ms) +
            " ms: the bytes the operator must move at the device's copy bandwidth\n";
+  } else {
+    out += "'|' each bar's floor: the bytes its problem must move at the device's copy bandwidth\n";
   }
-  size_t label_width = 7;
+  size_t label_width = plot.label_header.size();
   for (const PlotBar& bar : plot.bars) label_width = std::max(label_width, bar.label.size());
-  out += Pad("variant", label_width) + "  " + Pad("", bar_chars + 1) + "  median ms   x floor  [q1, q3] ms\n";
+  out += Pad(plot.label_header, label_width) + "  " + Pad("", bar_chars + 1) + "  median ms   x floor  [q1, q3] ms\n";
   for (const PlotBar& bar : plot.bars) {
     std::string cells(bar_chars + 1, ' ');
     const int length = std::min(column(bar.median_ms), bar_chars);
     for (int i = 0; i < length; ++i) cells[i] = '#';
-    if (floor_at >= 0) cells[floor_at] = '|';
+    if (bar.floor_ms > 0) cells[std::min(column(bar.floor_ms), bar_chars)] = '|';
     out += Pad(bar.label, label_width) + "  " + cells + "  " + Format("%9.4f", bar.median_ms) + "  " +
            (bar.floor_ms > 0 ? Format("%7.2fx", bar.median_ms / bar.floor_ms) : std::string("       -")) + "  [" +
            Format("%.4f", bar.q1_ms) + ", " + Format("%.4f", bar.q3_ms) + "]";
@@ -157,7 +192,8 @@ std::string RenderSvg(const BarPlot& plot) {
   add("<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
   add("<text x=\"10\" y=\"20\" font-size=\"14\">" + XmlEscape(plot.title) + "</text>");
   add("<text x=\"10\" y=\"38\" fill=\"#555\">median ms (bar), q1..q3 (whisker); " +
-      std::string(plot.floor_ms > 0 ? "dashed: the floor, the operator's bytes at the copy bandwidth" : "") +
+      std::string(plot.floor_ms > 0 ? "dashed: the floor, the operator's bytes at the copy bandwidth"
+                                    : "tick: each bar's floor, its bytes at the copy bandwidth") +
       "</text>");
   if (plot.bars.empty()) add("<text x=\"10\" y=\"70\">no OK records to plot</text>");
   for (int i = 0; i < rows; ++i) {
@@ -176,6 +212,11 @@ std::string RenderSvg(const BarPlot& plot) {
       add("<line x1=\"" + Format("%.1f", x(bar.q1_ms)) + "\" x2=\"" + Format("%.1f", x(bar.q3_ms)) + "\" y1=\"" +
           std::to_string(y + kRow / 2) + "\" y2=\"" + std::to_string(y + kRow / 2) +
           "\" stroke=\"black\" stroke-width=\"1.5\"/>");
+    }
+    if (plot.floor_ms <= 0 && bar.floor_ms > 0) {
+      const std::string fx = Format("%.1f", x(bar.floor_ms));
+      add("<line x1=\"" + fx + "\" x2=\"" + fx + "\" y1=\"" + std::to_string(y) + "\" y2=\"" + std::to_string(y + kRow) +
+          "\" stroke=\"black\" stroke-width=\"2\"/>");
     }
     add("<text x=\"" + Format("%.1f", x(bar.median_ms) + 6) + "\" y=\"" + std::to_string(y + 14) + "\">" +
         Format("%.4f", bar.median_ms) + (bar.marks.empty() ? "" : " " + XmlEscape(Join(bar.marks, ", "))) +

@@ -25,9 +25,10 @@ struct PlotBar {
 
 struct BarPlot {
   std::string title;
+  std::string label_header = "variant";
   std::string device_model;
   std::vector<PlotBar> bars;  // fastest first
-  double floor_ms = 0;        // the problem's floor (0: unknown)
+  double floor_ms = 0;        // the one floor of every bar (0: unknown, or each bar its own)
   int left_out = 0;           // variants beyond the plotted ones
 };
 
@@ -41,11 +42,17 @@ BarPlot CandidatePlot(const v1::Problem& problem, const std::string& device_mode
                       const std::vector<v1::Record>& records, const std::vector<v1::Selection>& selections,
                       int max_bars);
 
+// The selections (of one device model, op, dtype and mode: the caller's
+// filter) across their shapes, smallest first: one bar per selection from its
+// winning record (`winners`, by record id), labelled "shape  variant", each with
+// its own floor; a stale selection marked so.
+BarPlot SelectionPlot(const std::vector<v1::Selection>& selections, const std::vector<v1::Record>& winners);
+
 // Same problem, field by field (selective_scan's N: 0 means 16).
 bool SameProblem(const v1::Problem& a, const v1::Problem& b);
 
 // Rows of `label  bar  median  x floor  [q1, q3]  marks`, bars of at most
-// `bar_chars` characters on one linear scale from 0, the floor as '|'.
+// `bar_chars` characters on one linear scale from 0, each bar's floor as '|'.
 std::string RenderText(const BarPlot& plot, int bar_chars);
 
 // A standalone SVG document of the same plot.

@@ -95,6 +95,38 @@ TEST(CandidatePlot, OneVariantSelectedTwiceCarriesBothMarks) {
   EXPECT_EQ(plot.bars[0].marks, (std::vector<std::string>{"fastest", "deterministic"}));
 }
 
+TEST(SelectionPlot, OneBarPerSelectionSmallestShapeFirstEachWithItsOwnFloor) {
+  auto at = [](uint32_t batch, uint32_t length) {
+    v1::Problem p = SamuProblem();
+    p.mutable_shape()->set_batch(batch);
+    p.mutable_shape()->set_length(length);
+    return p;
+  };
+  std::vector<v1::Selection> selections = {Sel("big", false), Sel("small", false), Sel("lost", false)};
+  *selections[0].mutable_problem() = at(1, 32768);
+  selections[0].set_record_id(11);
+  *selections[1].mutable_problem() = at(4, 2048);
+  selections[1].set_record_id(12);
+  selections[1].set_stale(true);
+  selections[2].set_record_id(99);  // its record is not given: no bar
+  std::vector<v1::Record> winners = {Rec(11, "big", 0.317, v1::OK, "NVIDIA H200", at(1, 32768)),
+                                     Rec(12, "small", 0.105, v1::OK, "NVIDIA H200", at(4, 2048))};
+  winners[0].set_pct_of_copy(50.0);
+  BarPlot plot = SelectionPlot(selections, winners);
+  EXPECT_EQ(Labels(plot), (std::vector<std::string>{"4x2048x2048  small", "1x32768x2048  big"}));
+  EXPECT_EQ(plot.bars[0].marks, std::vector<std::string>{"stale"});
+  EXPECT_TRUE(plot.bars[1].marks.empty());
+  EXPECT_NEAR(plot.bars[1].floor_ms, 0.1585, 1e-12);
+  EXPECT_NEAR(plot.bars[0].floor_ms, 0.0553, 1e-12);
+  EXPECT_EQ(plot.floor_ms, 0.0) << "no one floor";
+  const std::string text = RenderText(plot, 20);
+  EXPECT_THAT(text, HasSubstr("shape  variant"));
+  EXPECT_THAT(text, HasSubstr("'|' each bar's floor"));
+  // The scale ends at the largest q3 (0.3265 ms): 0.317 ms is 19 columns, its floor (0.1585) sits at 10.
+  EXPECT_THAT(text, HasSubstr("1x32768x2048  big   ##########|######## "));
+  EXPECT_THAT(text, HasSubstr("2.00x"));
+}
+
 TEST(SameProblem, SelectiveScanStateZeroIsSixteenAndOptionsCount) {
   v1::Problem a;
   a.set_op("selective_scan");

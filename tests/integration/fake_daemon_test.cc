@@ -614,6 +614,17 @@ TEST_F(DeterministicDaemonTest, SelectionsListEveryTunedProblemOverGrpcAndTheCli
   EXPECT_THAT(untuned.out, HasSubstr("no OK records to plot"));
   CommandResult bad_top = daemon_->Cli(With({"plot", "--top", "0"}, ProblemFlags(kShape)));
   EXPECT_EQ(bad_top.exit_code, 2);
+  // Without --shape: the selections across the two tuned shapes, one bar each.
+  CommandResult across = daemon_->Cli({"plot", "--op", "linear_scan", "--dtype", "bf16", "--mode", "fwd_bwd"});
+  ASSERT_EQ(across.exit_code, 0) << across.err;
+  EXPECT_THAT(across.out, HasSubstr("linear_scan (every shape) bf16 fwd_bwd"));
+  EXPECT_THAT(across.out, HasSubstr(std::string(kShape) + "  " + lookback_.front()));
+  EXPECT_THAT(across.out, HasSubstr("2x512x512  " + lookback_.front()));
+  CommandResult shapes_det =
+      daemon_->Cli({"plot", "--op", "linear_scan", "--dtype", "bf16", "--mode", "fwd_bwd", "--deterministic"});
+  ASSERT_EQ(shapes_det.exit_code, 0) << shapes_det.err;
+  EXPECT_THAT(shapes_det.out, HasSubstr("2x512x512  " + chunked_));
+  EXPECT_THAT(shapes_det.out, Not(HasSubstr(lookback_.front())));
   CommandResult json_plot = daemon_->Cli(With({"plot", "--json"}, ProblemFlags(kShape)));
   EXPECT_EQ(json_plot.exit_code, 2);
   EXPECT_THAT(json_plot.err, HasSubstr("records --json and selections --json"));
