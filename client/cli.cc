@@ -59,17 +59,21 @@ void AddRecordFilterFlags(ArgParser& p) {
   p.AddFlag("origin", "ORIGIN", "tuned, benchmark, retime or imported");
 }
 
-// --limit as a page size (records, selections).
-StatusOr<int32_t> LimitFlag(const ArgParser& args) {
-  auto limit = args.Get("limit");
-  if (!limit) return 0;
-  char* end = nullptr;
-  long n = std::strtol(limit->c_str(), &end, 10);
-  if (limit->empty() || *end != '\0' || n <= 0 || n > 1000000) {
-    return InvalidArgument("--limit needs a positive number, got '" + *limit + "'");
+// A positive number flag up to `max`; `fallback` when it is not given.
+StatusOr<int32_t> PositiveFlag(const ArgParser& args, const char* flag, int32_t fallback, int32_t max) {
+  auto text = args.Get(flag);
+  if (!text) return fallback;
+  int32_t n = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+  if (ec != std::errc() || end != text->data() + text->size() || n <= 0 || n > max) {
+    return InvalidArgument(std::string("--") + flag + " needs a positive number up to " + std::to_string(max) +
+                           ", got '" + *text + "'");
   }
-  return static_cast<int32_t>(n);
+  return n;
 }
+
+// --limit as a page size (records, selections) or a cap (export); 0: the daemon's default.
+StatusOr<int32_t> LimitFlag(const ArgParser& args) { return PositiveFlag(args, "limit", 0, 1000000); }
 
 std::vector<std::string> SplitList(const std::string& text) {
   std::vector<std::string> items;
@@ -713,19 +717,9 @@ int Cli::Plot(const ArgParser& args) {
   StatusOr<v1::Problem> problem = ProblemFlags(args, args.GetOr("shape", "1x1x1"));
   if (!problem.ok()) return UsageError(problem.status().message());
   if (across_shapes) problem->clear_shape();
-  auto positive = [&](const char* flag, int fallback) -> StatusOr<int> {
-    auto text = args.Get(flag);
-    if (!text) return fallback;
-    int n = 0;
-    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
-    if (ec != std::errc() || end != text->data() + text->size() || n <= 0 || n > 10000) {
-      return InvalidArgument(std::string("--") + flag + " needs a positive number, got '" + *text + "'");
-    }
-    return n;
-  };
-  StatusOr<int> top = positive("top", 30);
+  StatusOr<int32_t> top = PositiveFlag(args, "top", 30, 10000);
   if (!top.ok()) return UsageError(top.status().message());
-  StatusOr<int> bar_width = positive("bar-width", 50);
+  StatusOr<int32_t> bar_width = PositiveFlag(args, "bar-width", 50, 1000);
   if (!bar_width.ok()) return UsageError(bar_width.status().message());
 
   v1::RecordFilter filter;
@@ -801,7 +795,7 @@ int Cli::DrawPlot(const ArgParser& args, const BarPlot& plot, int bar_width) {
       err_ << "scantune: cannot write " << *svg << "\n";
       return kExitRpcError;
     }
-    err_ << plot.bars.size() << " variants plotted to " << *svg << "\n";
+    err_ << plot.bars.size() << " bars plotted to " << *svg << "\n";
     return kExitOk;
   }
   out_ << RenderText(plot, bar_width);

@@ -604,7 +604,7 @@ TEST_F(DeterministicDaemonTest, SelectionsListEveryTunedProblemOverGrpcAndTheCli
   const std::string svg_path = daemon_->dir() + "/plot.svg";
   CommandResult svg = daemon_->Cli(With({"plot", "--svg", svg_path}, ProblemFlags(kShape)));
   ASSERT_EQ(svg.exit_code, 0) << svg.err;
-  EXPECT_THAT(svg.err, HasSubstr(std::to_string(variants_.size()) + " variants plotted to " + svg_path));
+  EXPECT_THAT(svg.err, HasSubstr(std::to_string(variants_.size()) + " bars plotted to " + svg_path));
   std::ifstream file(svg_path);
   const std::string document((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
   EXPECT_EQ(document.rfind("<svg ", 0), 0u);
