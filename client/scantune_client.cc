@@ -1,5 +1,7 @@
 #include "client/scantune_client.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <thread>
 
@@ -16,8 +18,16 @@ std::string ScantuneClient::ResolveAddress(const std::string& address) {
   return "unix:///tmp/scantune.sock";
 }
 
+std::string ScantuneClient::DefaultClientId() {
+  char host[256] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
+  return std::string(host[0] ? host : "localhost") + ":" + std::to_string(getpid());
+}
+
 ScantuneClient::ScantuneClient(const ClientOptions& options)
-    : address_(ResolveAddress(options.address)), options_(options) {
+    : address_(ResolveAddress(options.address)),
+      client_id_(options.client_id.empty() ? DefaultClientId() : options.client_id),
+      options_(options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options.max_receive_message_bytes);
   channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
@@ -26,7 +36,8 @@ ScantuneClient::ScantuneClient(const ClientOptions& options)
 
 ScantuneClient::~ScantuneClient() = default;
 
-void ScantuneClient::SetDeadline(grpc::ClientContext* context, bool long_running) const {
+void ScantuneClient::Prepare(grpc::ClientContext* context, bool long_running) const {
+  context->AddMetadata(kClientMetadataKey, client_id_);
   if (long_running || options_.deadline.count() <= 0) return;
   context->set_deadline(std::chrono::system_clock::now() + options_.deadline);
 }
@@ -66,7 +77,7 @@ Status ScantuneClient::WaitUntilServing(std::chrono::milliseconds timeout) {
 
 StatusOr<v1::ListDevicesResponse> ScantuneClient::ListDevices() {
   grpc::ClientContext context;
-  SetDeadline(&context, false);
+  Prepare(&context, false);
   v1::ListDevicesResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->ListDevices(&context, v1::ListDevicesRequest(), &response)));
   return response;
@@ -74,7 +85,7 @@ StatusOr<v1::ListDevicesResponse> ScantuneClient::ListDevices() {
 
 StatusOr<v1::Selection> ScantuneClient::Select(const v1::SelectRequest& request) {
   grpc::ClientContext context;
-  SetDeadline(&context, request.on_miss() == v1::TUNE_NOW);
+  Prepare(&context, request.on_miss() == v1::TUNE_NOW);
   v1::SelectResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->Select(&context, request, &response)));
   return response.selection();
@@ -82,7 +93,7 @@ StatusOr<v1::Selection> ScantuneClient::Select(const v1::SelectRequest& request)
 
 StatusOr<v1::KernelResponse> ScantuneClient::GetKernel(const v1::GetKernelRequest& request) {
   grpc::ClientContext context;
-  SetDeadline(&context, request.on_miss() == v1::TUNE_NOW);
+  Prepare(&context, request.on_miss() == v1::TUNE_NOW);
   v1::KernelResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->GetKernel(&context, request, &response)));
   return response;
@@ -91,6 +102,7 @@ StatusOr<v1::KernelResponse> ScantuneClient::GetKernel(const v1::GetKernelReques
 StatusOr<v1::Selection> ScantuneClient::Tune(const v1::TuneRequest& request,
                                              const std::function<void(const v1::TuneProgress&)>& progress) {
   grpc::ClientContext context;
+  Prepare(&context, true);
   std::unique_ptr<grpc::ClientReader<v1::TuneProgress>> reader = stub_->Tune(&context, request);
   v1::TuneProgress update;
   std::optional<v1::Selection> selection;
@@ -105,7 +117,7 @@ StatusOr<v1::Selection> ScantuneClient::Tune(const v1::TuneRequest& request,
 
 StatusOr<v1::BenchmarkResponse> ScantuneClient::Benchmark(const v1::BenchmarkRequest& request) {
   grpc::ClientContext context;
-  SetDeadline(&context, true);
+  Prepare(&context, true);
   v1::BenchmarkResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->Benchmark(&context, request, &response)));
   return response;
@@ -113,7 +125,7 @@ StatusOr<v1::BenchmarkResponse> ScantuneClient::Benchmark(const v1::BenchmarkReq
 
 StatusOr<v1::ListRecordsResponse> ScantuneClient::ListRecords(const v1::ListRecordsRequest& request) {
   grpc::ClientContext context;
-  SetDeadline(&context, false);
+  Prepare(&context, false);
   v1::ListRecordsResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->ListRecords(&context, request, &response)));
   return response;
@@ -121,7 +133,7 @@ StatusOr<v1::ListRecordsResponse> ScantuneClient::ListRecords(const v1::ListReco
 
 StatusOr<v1::Record> ScantuneClient::GetRecord(int64_t id) {
   grpc::ClientContext context;
-  SetDeadline(&context, false);
+  Prepare(&context, false);
   v1::GetRecordRequest request;
   request.set_id(id);
   v1::Record response;
@@ -131,7 +143,7 @@ StatusOr<v1::Record> ScantuneClient::GetRecord(int64_t id) {
 
 StatusOr<v1::ListSelectionsResponse> ScantuneClient::ListSelections(const v1::ListSelectionsRequest& request) {
   grpc::ClientContext context;
-  SetDeadline(&context, false);
+  Prepare(&context, false);
   v1::ListSelectionsResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->ListSelections(&context, request, &response)));
   return response;
@@ -139,7 +151,7 @@ StatusOr<v1::ListSelectionsResponse> ScantuneClient::ListSelections(const v1::Li
 
 StatusOr<v1::ExportResponse> ScantuneClient::Export(const v1::ExportRequest& request) {
   grpc::ClientContext context;
-  SetDeadline(&context, false);
+  Prepare(&context, false);
   v1::ExportResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->Export(&context, request, &response)));
   return response;
@@ -147,7 +159,7 @@ StatusOr<v1::ExportResponse> ScantuneClient::Export(const v1::ExportRequest& req
 
 StatusOr<v1::ImportResponse> ScantuneClient::Import(const v1::ImportRequest& request) {
   grpc::ClientContext context;
-  SetDeadline(&context, false);
+  Prepare(&context, false);
   v1::ImportResponse response;
   RETURN_IF_ERROR(FromGrpcStatus(stub_->Import(&context, request, &response)));
   return response;

@@ -31,6 +31,9 @@ struct ClientOptions {
   // with TUNE_NOW, which last as long as the job (zero: no deadline).
   std::chrono::milliseconds deadline{std::chrono::seconds(60)};
   int max_receive_message_bytes = 64 << 20;
+  // Who this client is to the daemon's per-client job bound (sent with every
+  // call). Empty: "host:pid".
+  std::string client_id;
 };
 
 class ScantuneClient {
@@ -65,9 +68,14 @@ class ScantuneClient {
   StatusOr<v1::ImportResponse> Import(const v1::ImportRequest& request);
 
  private:
-  void SetDeadline(grpc::ClientContext* context, bool long_running) const;
+  // Every call's context: who calls (kClientMetadataKey) and, unless long
+  // running, the deadline.
+  void Prepare(grpc::ClientContext* context, bool long_running) const;
+
+  static std::string DefaultClientId();
 
   std::string address_;
+  std::string client_id_;
   ClientOptions options_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Scantune::Stub> stub_;

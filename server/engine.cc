@@ -7,6 +7,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "common/log.h"
@@ -32,10 +33,11 @@ class Engine::Impl {
   Status Init();
 
   StatusOr<v1::ListDevicesResponse> ListDevices();
-  StatusOr<v1::Selection> Select(const v1::SelectRequest& request, const ProgressFn& progress);
-  StatusOr<v1::KernelResponse> GetKernel(const v1::GetKernelRequest& request);
-  StatusOr<v1::Selection> Tune(const v1::TuneRequest& request, const ProgressFn& progress);
-  StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request);
+  StatusOr<v1::Selection> Select(const v1::SelectRequest& request, const ProgressFn& progress,
+                                 const std::string& client);
+  StatusOr<v1::KernelResponse> GetKernel(const v1::GetKernelRequest& request, const std::string& client);
+  StatusOr<v1::Selection> Tune(const v1::TuneRequest& request, const ProgressFn& progress, const std::string& client);
+  StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request, const std::string& client);
   StatusOr<v1::Record> GetRecord(int64_t id) { return store_->GetRecord(id); }
   StatusOr<v1::ListRecordsResponse> ListRecords(const v1::ListRecordsRequest& request);
   StatusOr<v1::ListSelectionsResponse> ListSelections(const v1::ListSelectionsRequest& request);
@@ -55,9 +57,14 @@ class Engine::Impl {
   TuneDevice MakeTuneDevice(int index, v1::DeviceInfo info) const;
   std::string NoGpuMessage(const char* what) const;
 
-  // Runs fn on the device's job thread and waits for it.
+  // Runs fn on the device's job thread and waits for it, once admitted: at
+  // most max_queued_jobs at once, and max_jobs_per_client of one client's.
+  // `admitted` (may be null) runs once the job holds its place, before it runs.
   template <typename T>
-  StatusOr<T> RunOnDevice(int index, std::function<StatusOr<T>()> fn);
+  StatusOr<T> RunOnDevice(int index, const std::string& client, std::function<StatusOr<T>()> fn,
+                          const std::function<void()>& admitted = nullptr);
+  Status Admit(const std::string& client);
+  void Release(const std::string& client);
 
   const EngineOptions options_;
   std::unique_ptr<Store> store_;
@@ -68,7 +75,9 @@ class Engine::Impl {
   std::vector<std::unique_ptr<JobQueue>> queues_;
   std::unique_ptr<Tuner> tuner_;
   std::atomic<uint64_t> next_job_id_{1};
-  std::atomic<int> jobs_in_queue_{0};  // admitted and not yet finished, all devices
+  std::mutex jobs_mu_;
+  int jobs_in_queue_ = 0;                      // admitted and not yet finished, all devices; guarded by jobs_mu_
+  std::map<std::string, int> client_jobs_;     // the same per named client (none at 0); guarded by jobs_mu_
 };
 
 Status Engine::Impl::Init() {
@@ -179,27 +188,47 @@ StatusOr<std::optional<TuneDevice>> Engine::Impl::KnownDevice(const std::string&
   return std::optional<TuneDevice>();
 }
 
-template <typename T>
-StatusOr<T> Engine::Impl::RunOnDevice(int index, std::function<StatusOr<T>()> fn) {
-  if (jobs_in_queue_.fetch_add(1) >= options_.max_queued_jobs) {
-    jobs_in_queue_.fetch_sub(1);
+Status Engine::Impl::Admit(const std::string& client) {
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  if (jobs_in_queue_ >= options_.max_queued_jobs) {
     return ResourceExhausted("job queue full (" + std::to_string(options_.max_queued_jobs) +
                              " jobs queued or running); try again later");
   }
+  if (!client.empty() && client_jobs_[client] >= options_.max_jobs_per_client) {
+    return ResourceExhausted("client '" + client + "' already has " + std::to_string(client_jobs_[client]) +
+                             " jobs queued or running (at most " + std::to_string(options_.max_jobs_per_client) +
+                             " per client); wait for one to finish");
+  }
+  ++jobs_in_queue_;
+  if (!client.empty()) ++client_jobs_[client];
+  return Status::Ok();
+}
+
+void Engine::Impl::Release(const std::string& client) {
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  --jobs_in_queue_;
+  if (!client.empty() && --client_jobs_[client] == 0) client_jobs_.erase(client);
+}
+
+template <typename T>
+StatusOr<T> Engine::Impl::RunOnDevice(int index, const std::string& client, std::function<StatusOr<T>()> fn,
+                                      const std::function<void()>& admitted) {
+  RETURN_IF_ERROR(Admit(client));
+  if (admitted) admitted();
   auto promise = std::make_shared<std::promise<StatusOr<T>>>();
   std::future<StatusOr<T>> result = promise->get_future();
   const bool posted = queues_[index]->Post(
-      [this, promise, fn = std::move(fn)] {
+      [this, client, promise, fn = std::move(fn)] {
         StatusOr<T> value = fn();
-        jobs_in_queue_.fetch_sub(1);
+        Release(client);
         promise->set_value(std::move(value));
       },
-      [this, promise] {
-        jobs_in_queue_.fetch_sub(1);
+      [this, client, promise] {
+        Release(client);
         promise->set_value(Aborted("daemon shutting down"));
       });
   if (!posted) {
-    jobs_in_queue_.fetch_sub(1);
+    Release(client);
     return Aborted("daemon shutting down");
   }
   return result.get();
@@ -212,7 +241,8 @@ StatusOr<v1::ListDevicesResponse> Engine::Impl::ListDevices() {
   return response;
 }
 
-StatusOr<v1::Selection> Engine::Impl::Tune(const v1::TuneRequest& request, const ProgressFn& progress) {
+StatusOr<v1::Selection> Engine::Impl::Tune(const v1::TuneRequest& request, const ProgressFn& progress,
+                                           const std::string& client) {
   ASSIGN_OR_RETURN(Problem problem, ParseProblem(request.problem()));
   ASSIGN_OR_RETURN(std::vector<Variant> variants, ParseVariants(request.variants()));
   ASSIGN_OR_RETURN(TuneDevice device, LiveDevice(request.device_uuid(), "tuning"));
@@ -253,21 +283,27 @@ StatusOr<v1::Selection> Engine::Impl::Tune(const v1::TuneRequest& request, const
       return fresh;
     }
   }
-  if (progress) {
-    v1::TuneProgress queued;
-    queued.set_stage(v1::TuneProgress::QUEUED);
-    queued.set_job_id(job_id);
-    queued.set_message(problem.Key() + " on " + device.info.name() + " (" + device.info.uuid() + ")" +
+  // QUEUED once the job holds its place in the queue (a refused one never sees it).
+  auto queued = [&] {
+    if (!progress) return;
+    v1::TuneProgress update;
+    update.set_stage(v1::TuneProgress::QUEUED);
+    update.set_job_id(job_id);
+    update.set_message(problem.Key() + " on " + device.info.name() + " (" + device.info.uuid() + ")" +
                        (left_out.empty() ? "" : "; left out: " + left_out));
-    progress(queued);
-  }
+    progress(update);
+  };
   const bool force = request.force();
-  return RunOnDevice<v1::Selection>(device.index, [this, job_id, device, problem, variants, force, progress] {
-    return tuner_->Tune(job_id, device, problem, variants, force, progress);
-  });
+  return RunOnDevice<v1::Selection>(
+      device.index, client,
+      [this, job_id, device, problem, variants, force, progress] {
+        return tuner_->Tune(job_id, device, problem, variants, force, progress);
+      },
+      queued);
 }
 
-StatusOr<v1::BenchmarkResponse> Engine::Impl::Benchmark(const v1::BenchmarkRequest& request) {
+StatusOr<v1::BenchmarkResponse> Engine::Impl::Benchmark(const v1::BenchmarkRequest& request,
+                                                        const std::string& client) {
   if (!options_.enable_benchmark) {
     return FailedPrecondition("remote benchmarks are disabled; start scantuned with --enable-benchmark");
   }
@@ -297,7 +333,7 @@ StatusOr<v1::BenchmarkResponse> Engine::Impl::Benchmark(const v1::BenchmarkReque
   const uint64_t job_id = next_job_id_++;
   const uint64_t seed = request.seed();
   ASSIGN_OR_RETURN(std::vector<v1::Record> records,
-                   RunOnDevice<std::vector<v1::Record>>(device.index, [this, job_id, device, problems, variants, seed] {
+                   RunOnDevice<std::vector<v1::Record>>(device.index, client, [this, job_id, device, problems, variants, seed] {
                      return tuner_->Benchmark(job_id, device, problems, variants, seed);
                    }));
   v1::BenchmarkResponse response;
@@ -305,7 +341,8 @@ StatusOr<v1::BenchmarkResponse> Engine::Impl::Benchmark(const v1::BenchmarkReque
   return response;
 }
 
-StatusOr<v1::Selection> Engine::Impl::Select(const v1::SelectRequest& request, const ProgressFn& progress) {
+StatusOr<v1::Selection> Engine::Impl::Select(const v1::SelectRequest& request, const ProgressFn& progress,
+                                             const std::string& client) {
   ASSIGN_OR_RETURN(Problem problem, ParseProblem(request.problem()));
   ASSIGN_OR_RETURN(std::optional<TuneDevice> device, KnownDevice(request.device_uuid()));
   const v1::MissPolicy policy = request.on_miss() == v1::MISS_POLICY_UNSPECIFIED ? v1::NOT_FOUND : request.on_miss();
@@ -340,13 +377,13 @@ StatusOr<v1::Selection> Engine::Impl::Select(const v1::SelectRequest& request, c
         selector.Find(device->info.name(), device->fingerprint, problem, v1::NOT_FOUND, false);
     tune.set_force(ordinary.ok() && !ordinary->stale());
   }
-  ASSIGN_OR_RETURN(v1::Selection tuned, Tune(tune, progress));
+  ASSIGN_OR_RETURN(v1::Selection tuned, Tune(tune, progress, client));
   if (!deterministic) return tuned;
   // Tune commits both selections; the deterministic one is the answer.
   return selector.Find(device->info.name(), device->fingerprint, problem, v1::NOT_FOUND, true);
 }
 
-StatusOr<v1::KernelResponse> Engine::Impl::GetKernel(const v1::GetKernelRequest& request) {
+StatusOr<v1::KernelResponse> Engine::Impl::GetKernel(const v1::GetKernelRequest& request, const std::string& client) {
   auto log = Logger("server");
   ASSIGN_OR_RETURN(Problem problem, ParseProblem(request.problem()));
   v1::KernelResponse response;
@@ -359,7 +396,7 @@ StatusOr<v1::KernelResponse> Engine::Impl::GetKernel(const v1::GetKernelRequest&
     select.set_device_uuid(request.device_uuid());
     select.set_on_miss(request.on_miss());
     select.set_deterministic(request.deterministic());
-    ASSIGN_OR_RETURN(v1::Selection selection, Select(select, nullptr));
+    ASSIGN_OR_RETURN(v1::Selection selection, Select(select, nullptr, client));
     ASSIGN_OR_RETURN(variant, Variant::Parse(selection.variant()));
     *response.mutable_selection() = std::move(selection);
   }
@@ -475,6 +512,7 @@ StatusOr<v1::ImportResponse> Engine::Impl::Import(const v1::ImportRequest& reque
 
 StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineOptions& options) {
   if (options.max_queued_jobs < 1) return InvalidArgument("max_queued_jobs must be >= 1");
+  if (options.max_jobs_per_client < 1) return InvalidArgument("max_jobs_per_client must be >= 1");
   if (options.candidate_timeout_s <= 0) return InvalidArgument("candidate_timeout_s must be > 0");
   auto impl = std::make_unique<Impl>(options);
   RETURN_IF_ERROR(impl->Init());
@@ -485,17 +523,19 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
 
 StatusOr<v1::ListDevicesResponse> Engine::ListDevices() { return impl_->ListDevices(); }
-StatusOr<v1::Selection> Engine::Select(const v1::SelectRequest& request, const ProgressFn& progress) {
-  return impl_->Select(request, progress);
+StatusOr<v1::Selection> Engine::Select(const v1::SelectRequest& request, const ProgressFn& progress,
+                                       const std::string& client) {
+  return impl_->Select(request, progress, client);
 }
-StatusOr<v1::KernelResponse> Engine::GetKernel(const v1::GetKernelRequest& request) {
-  return impl_->GetKernel(request);
+StatusOr<v1::KernelResponse> Engine::GetKernel(const v1::GetKernelRequest& request, const std::string& client) {
+  return impl_->GetKernel(request, client);
 }
-StatusOr<v1::Selection> Engine::Tune(const v1::TuneRequest& request, const ProgressFn& progress) {
-  return impl_->Tune(request, progress);
+StatusOr<v1::Selection> Engine::Tune(const v1::TuneRequest& request, const ProgressFn& progress,
+                                     const std::string& client) {
+  return impl_->Tune(request, progress, client);
 }
-StatusOr<v1::BenchmarkResponse> Engine::Benchmark(const v1::BenchmarkRequest& request) {
-  return impl_->Benchmark(request);
+StatusOr<v1::BenchmarkResponse> Engine::Benchmark(const v1::BenchmarkRequest& request, const std::string& client) {
+  return impl_->Benchmark(request, client);
 }
 StatusOr<v1::Record> Engine::GetRecord(int64_t id) { return impl_->GetRecord(id); }
 StatusOr<v1::ListSelectionsResponse> Engine::ListSelections(const v1::ListSelectionsRequest& request) {

@@ -25,7 +25,8 @@ struct EngineOptions {
   bool enable_benchmark = false;           // remote Benchmark requests are off unless enabled
   int compile_threads = 2;
   double candidate_timeout_s = 60.0;       // watchdog: a worker silent this long on one candidate is hung
-  int max_queued_jobs = 16;
+  int max_queued_jobs = 16;                // jobs (tunes, benchmarks) admitted at once, all clients
+  int max_jobs_per_client = 4;             // of those, one client's (so no one client fills the queue)
   int max_variants_per_request = 512;
   int max_problems_per_benchmark = 16;
   int retime_top = 3;                      // re-timed in paired order before a selection is committed
@@ -40,12 +41,17 @@ class Engine {
 
   using ProgressFn = std::function<void(const v1::TuneProgress&)>;
 
+  // `client` names the caller for the per-client job bound (the service's
+  // ClientId); empty: only the queue's own bound applies. Calls that may queue
+  // a job (Tune, Benchmark; Select and GetKernel with on_miss TUNE_NOW) take it.
   StatusOr<v1::ListDevicesResponse> ListDevices();
-  StatusOr<v1::Selection> Select(const v1::SelectRequest& request, const ProgressFn& progress = nullptr);
-  StatusOr<v1::KernelResponse> GetKernel(const v1::GetKernelRequest& request);
+  StatusOr<v1::Selection> Select(const v1::SelectRequest& request, const ProgressFn& progress = nullptr,
+                                 const std::string& client = {});
+  StatusOr<v1::KernelResponse> GetKernel(const v1::GetKernelRequest& request, const std::string& client = {});
   // Blocks until the job ends; progress is called from the job thread.
-  StatusOr<v1::Selection> Tune(const v1::TuneRequest& request, const ProgressFn& progress);
-  StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request);
+  StatusOr<v1::Selection> Tune(const v1::TuneRequest& request, const ProgressFn& progress,
+                               const std::string& client = {});
+  StatusOr<v1::BenchmarkResponse> Benchmark(const v1::BenchmarkRequest& request, const std::string& client = {});
   StatusOr<v1::Record> GetRecord(int64_t id);
   StatusOr<v1::ListRecordsResponse> ListRecords(const v1::ListRecordsRequest& request);
   // Every stored selection matching the filter, flagged stale as Select flags it.

@@ -23,4 +23,8 @@ Status FromGrpcStatus(const grpc::Status& status);
 // "INVALID_ARGUMENT", "UNAVAILABLE", ... for messages shown to people.
 const char* GrpcCodeName(grpc::StatusCode code);
 
+// The call metadata naming a caller for the daemon's per-client job bound
+// (EngineOptions::max_jobs_per_client); ScantuneClient sends "host:pid".
+inline constexpr char kClientMetadataKey[] = "scantune-client";
+
 }  // namespace scantune

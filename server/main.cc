@@ -45,6 +45,8 @@ struct Flags {
   int compile_threads = 2;
   double candidate_timeout_s = 60.0;
   int max_message_bytes = kDefaultMaxReceiveBytes;
+  int max_queued_jobs = EngineOptions().max_queued_jobs;
+  int max_jobs_per_client = EngineOptions().max_jobs_per_client;
 };
 
 void PrintUsage(std::ostream& out) {
@@ -60,6 +62,12 @@ void PrintUsage(std::ostream& out) {
          "  --compile-threads N        NVRTC compile threads (default 2)\n"
          "  --candidate-timeout-s S    a worker silent this long on one candidate is hung (default 60)\n"
          "  --max-message-bytes N      largest request accepted (default 4194304; replies up to 64 MiB)\n"
+         "  --max-queued-jobs N        tunes and benchmarks queued or running at once, all clients (default "
+      << EngineOptions().max_queued_jobs
+      << ")\n"
+         "  --max-jobs-per-client N    of those, one client's (default "
+      << EngineOptions().max_jobs_per_client
+      << "; a client is its scantune-client call metadata, else its peer address)\n"
          "  --help                     this text\n"
          "Log levels come from SPDLOG_LEVEL (e.g. SPDLOG_LEVEL=debug).\n";
 }
@@ -134,6 +142,10 @@ bool ParseFlags(int argc, char** argv, Flags* flags, bool* help, std::string* er
       ok = take_number(&flags->candidate_timeout_s);
     } else if (name == "--max-message-bytes") {
       ok = take_number(&flags->max_message_bytes);
+    } else if (name == "--max-queued-jobs") {
+      ok = take_number(&flags->max_queued_jobs);
+    } else if (name == "--max-jobs-per-client") {
+      ok = take_number(&flags->max_jobs_per_client);
     } else {
       *error = "unknown flag '" + name + "'";
       return false;
@@ -277,6 +289,8 @@ int Run(int argc, char** argv) {
   options.enable_benchmark = flags.enable_benchmark;
   options.compile_threads = flags.compile_threads;
   options.candidate_timeout_s = flags.candidate_timeout_s;
+  options.max_queued_jobs = flags.max_queued_jobs;
+  options.max_jobs_per_client = flags.max_jobs_per_client;
   log->info("database {}, worker {}", flags.db, flags.worker);
   StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(options);
   if (!engine.ok()) {

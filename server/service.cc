@@ -1,5 +1,6 @@
 #include "server/service.h"
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -11,6 +12,20 @@
 
 namespace scantune {
 namespace {
+
+// Who a call is from, for the per-client job bound: the `scantune-client`
+// metadata our clients send (host:pid), else the transport's peer (over a
+// Unix socket every anonymous caller shares one peer name). It is not an
+// identity check: every caller is local (DESIGN.md's defaults); it keeps one
+// client's jobs from filling the queue others wait on.
+std::string ClientId(const grpc::CallbackServerContext* context) {
+  const auto& metadata = context->client_metadata();
+  if (auto it = metadata.find(kClientMetadataKey); it != metadata.end() && !it->second.empty()) {
+    constexpr size_t kMaxIdBytes = 128;
+    return std::string(it->second.data(), std::min(it->second.size(), kMaxIdBytes));
+  }
+  return context->peer();
+}
 
 // Progress is advisory: a client that reads slower than the job advances
 // loses the oldest queued updates rather than growing the daemon's memory.
@@ -182,8 +197,8 @@ grpc::ServerUnaryReactor* ScantuneService::RunUnary(grpc::CallbackServerContext*
 
 grpc::ServerUnaryReactor* ScantuneService::Select(grpc::CallbackServerContext* context,
                                                   const v1::SelectRequest* request, v1::SelectResponse* response) {
-  return RunUnary(context, "Select", [this, request, response]() -> Status {
-    ASSIGN_OR_RETURN(*response->mutable_selection(), engine_->Select(*request));
+  return RunUnary(context, "Select", [this, request, response, client = ClientId(context)]() -> Status {
+    ASSIGN_OR_RETURN(*response->mutable_selection(), engine_->Select(*request, nullptr, client));
     return Status::Ok();
   });
 }
@@ -191,8 +206,8 @@ grpc::ServerUnaryReactor* ScantuneService::Select(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* ScantuneService::GetKernel(grpc::CallbackServerContext* context,
                                                      const v1::GetKernelRequest* request,
                                                      v1::KernelResponse* response) {
-  return RunUnary(context, "GetKernel", [this, request, response]() -> Status {
-    ASSIGN_OR_RETURN(*response, engine_->GetKernel(*request));
+  return RunUnary(context, "GetKernel", [this, request, response, client = ClientId(context)]() -> Status {
+    ASSIGN_OR_RETURN(*response, engine_->GetKernel(*request, client));
     return Status::Ok();
   });
 }
@@ -200,8 +215,8 @@ grpc::ServerUnaryReactor* ScantuneService::GetKernel(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* ScantuneService::Benchmark(grpc::CallbackServerContext* context,
                                                      const v1::BenchmarkRequest* request,
                                                      v1::BenchmarkResponse* response) {
-  return RunUnary(context, "Benchmark", [this, request, response]() -> Status {
-    ASSIGN_OR_RETURN(*response, engine_->Benchmark(*request));
+  return RunUnary(context, "Benchmark", [this, request, response, client = ClientId(context)]() -> Status {
+    ASSIGN_OR_RETURN(*response, engine_->Benchmark(*request, client));
     return Status::Ok();
   });
 }
@@ -263,12 +278,15 @@ grpc::ServerWriteReactor<v1::TuneProgress>* ScantuneService::Tune(grpc::Callback
                                                                   const v1::TuneRequest* request) {
   std::shared_ptr<TuneReactor> reactor = TuneReactor::Create();
   // The job thread gets its own copy of the request: it may outlive the call.
-  bool started = Offload([this, reactor, request = *request] {
+  bool started = Offload([this, reactor, request = *request, client = ClientId(context)] {
     bool saw_done = false;
-    StatusOr<v1::Selection> selection = engine_->Tune(request, [&](const v1::TuneProgress& progress) {
-      if (progress.stage() == v1::TuneProgress::DONE && progress.has_selection()) saw_done = true;
-      reactor->Post(progress);
-    });
+    StatusOr<v1::Selection> selection = engine_->Tune(
+        request,
+        [&](const v1::TuneProgress& progress) {
+          if (progress.stage() == v1::TuneProgress::DONE && progress.has_selection()) saw_done = true;
+          reactor->Post(progress);
+        },
+        client);
     LogCall("Tune", selection.status());
     if (selection.ok() && !saw_done) {
       // Every successful stream ends with DONE carrying the selection.

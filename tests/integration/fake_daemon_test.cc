@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <future>
+#include <mutex>
 #include <thread>
 #include <fstream>
 #include <iterator>
@@ -319,6 +321,70 @@ class OwnDaemonTest : public ::testing::Test {
   }
   std::unique_ptr<TestDaemon> daemon_;
 };
+
+// At most one job per client: a client's second tune is refused while its
+// first hangs (until the watchdog), whatever connection it comes on; another
+// client is admitted meanwhile. The client is the scantune-client metadata
+// ScantuneClient sends.
+class ClientBoundDaemonTest : public OwnDaemonTest {
+ protected:
+  void SetUp() override {
+    TestDaemonOptions options;
+    options.worker = SCANTUNE_FAKE_WORKER_PATH;
+    options.flags = {"--enable-test-variants", "--candidate-timeout-s", "5", "--max-jobs-per-client", "1"};
+    StartDaemon(options);
+  }
+  std::unique_ptr<ScantuneClient> ClientNamed(const std::string& id) const {
+    ClientOptions options;
+    options.address = daemon_->address();
+    options.client_id = id;
+    return std::make_unique<ScantuneClient>(options);
+  }
+  static v1::TuneRequest TuneOf(const std::string& shape, const std::string& variant) {
+    Problem problem;
+    problem.op = Op::kLinearScan;
+    problem.shape = *ParseShape(shape);
+    problem.dtype = DType::kBF16;
+    problem.mode = Mode::kFwd;
+    v1::TuneRequest request;
+    *request.mutable_problem() = ToProto(problem);
+    request.add_variants(variant);
+    return request;
+  }
+};
+
+TEST_F(ClientBoundDaemonTest, ASecondJobOfOneClientIsRefusedAndAnotherClientsIsNot) {
+  std::promise<void> running;
+  std::once_flag once;
+  std::unique_ptr<ScantuneClient> first = ClientNamed("job-7");
+  std::future<StatusOr<v1::Selection>> hung = std::async(std::launch::async, [&] {
+    return first->Tune(TuneOf(kShape, "test_hang"), [&](const v1::TuneProgress& p) {
+      if (p.stage() == v1::TuneProgress::VERIFYING) std::call_once(once, [&] { running.set_value(); });
+    });
+  });
+  ASSERT_EQ(running.get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready) << daemon_->Log();
+
+  const std::string good = RealVariants().front();
+  StatusOr<v1::Selection> refused = ClientNamed("job-7")->Tune(TuneOf("2x512x512", good), nullptr);
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted) << refused.status().ToString();
+  EXPECT_THAT(refused.status().message(), HasSubstr("client 'job-7' already has 1 jobs"));
+  EXPECT_THAT(refused.status().message(), HasSubstr("at most 1 per client"));
+
+  // Another client's tune is admitted; it runs once the hung candidate is killed.
+  std::vector<v1::TuneProgress::Stage> stages;
+  StatusOr<v1::Selection> other = ClientNamed("job-8")->Tune(
+      TuneOf("2x1024x512", good), [&](const v1::TuneProgress& p) { stages.push_back(p.stage()); });
+  ASSERT_TRUE(other.ok()) << other.status().ToString() << "\n" << daemon_->Log();
+  EXPECT_EQ(other->variant(), good);
+  ASSERT_FALSE(stages.empty());
+  EXPECT_EQ(stages.front(), v1::TuneProgress::QUEUED);
+
+  StatusOr<v1::Selection> ended = hung.get();
+  EXPECT_FALSE(ended.ok()) << "its only candidate hung";
+  // The slot is free again: the same client may tune now.
+  StatusOr<v1::Selection> again = ClientNamed("job-7")->Tune(TuneOf("2x512x512", good), nullptr);
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
+}
 
 // Remote benchmarks enabled, and two real variants to time.
 class BenchmarkTest : public OwnDaemonTest {

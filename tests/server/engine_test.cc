@@ -744,6 +744,60 @@ TEST_F(EngineTest, BenchmarkTimesNamedVariantsAtEachProblem) {
   EXPECT_EQ(engine_->Benchmark(request).status().code(), StatusCode::kInvalidArgument);
 }
 
+// One client cannot fill the queue: its second job is refused while another
+// client's (and an unnamed caller's) are still admitted.
+TEST_F(EngineTest, OneClientCannotFillTheQueue) {
+  options_.enable_test_variants = true;
+  options_.max_queued_jobs = 4;
+  options_.max_jobs_per_client = 1;
+  options_.candidate_timeout_s = 600;  // only shutdown may end the hung job
+  Start();
+  std::promise<void> running;
+  std::once_flag once;
+  std::future<StatusOr<v1::Selection>> hung = std::async(std::launch::async, [&] {
+    return engine_->Tune(
+        TuneOf(SmallProblem(), {"test_hang"}),
+        [&](const v1::TuneProgress& p) {
+          if (p.stage() == v1::TuneProgress::VERIFYING) std::call_once(once, [&] { running.set_value(); });
+        },
+        "job-7");
+  });
+  running.get_future().wait();
+
+  StatusOr<v1::Selection> second = engine_->Tune(TuneOf(SmallProblem(512), {kSeq}), nullptr, "job-7");
+  EXPECT_EQ(second.status().code(), StatusCode::kResourceExhausted) << second.status().ToString();
+  EXPECT_NE(second.status().message().find("client 'job-7' already has 1 jobs"), std::string::npos)
+      << second.status().message();
+  v1::SelectRequest tune_now;
+  *tune_now.mutable_problem() = SmallProblem(1024);
+  tune_now.set_on_miss(v1::TUNE_NOW);
+  EXPECT_EQ(engine_->Select(tune_now, nullptr, "job-7").status().code(), StatusCode::kResourceExhausted)
+      << "TUNE_NOW queues a job too";
+
+  // Other callers are admitted (QUEUED: they hold a place) behind the hung job until shutdown aborts them.
+  auto queued = [&](const std::string& client, uint32_t length) {
+    auto admitted = std::make_shared<std::promise<void>>();
+    auto future = std::async(std::launch::async, [this, client, length, admitted] {
+      std::once_flag seen;
+      return engine_->Tune(
+          TuneOf(SmallProblem(length), {kSeq}),
+          [&](const v1::TuneProgress& p) {
+            if (p.stage() == v1::TuneProgress::QUEUED) std::call_once(seen, [&] { admitted->set_value(); });
+          },
+          client);
+    });
+    EXPECT_EQ(admitted->get_future().wait_for(std::chrono::seconds(60)), std::future_status::ready) << client;
+    return future;
+  };
+  std::future<StatusOr<v1::Selection>> other = queued("job-8", 2048);
+  std::future<StatusOr<v1::Selection>> unnamed = queued("", 4096);
+
+  engine_.reset();
+  EXPECT_EQ(hung.get().status().code(), StatusCode::kAborted);
+  EXPECT_EQ(other.get().status().code(), StatusCode::kAborted) << "admitted, then aborted by the shutdown";
+  EXPECT_EQ(unnamed.get().status().code(), StatusCode::kAborted);
+}
+
 TEST_F(EngineTest, QueueIsBoundedAndShutdownAbortsARunningJob) {
   options_.enable_test_variants = true;
   options_.max_queued_jobs = 1;

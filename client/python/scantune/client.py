@@ -2,6 +2,7 @@
 or an engineer uses. Thread-safe as its channel is (gRPC channels are)."""
 
 import os
+import socket
 import sys
 
 import grpc
@@ -54,12 +55,16 @@ def problem(op, shape, dtype, mode, *, h0=False, state=0, delta_bias=False, delt
 
 
 class Client:
-    def __init__(self, address=None, timeout_s=60.0):
+    def __init__(self, address=None, timeout_s=60.0, client_id=None):
         """address: "unix:///path", "unix:path" or "127.0.0.1:PORT" (default
         $SCANTUNE_ADDRESS, else unix:///tmp/scantune.sock). timeout_s bounds
-        each unary call (not Tune, which streams until the tune is done)."""
+        each unary call (not Tune, nor a select or get_kernel that may tune,
+        which last as long as the job). client_id: who this client is to the
+        daemon's per-client job bound (default "host:pid")."""
         self.address = address or os.environ.get("SCANTUNE_ADDRESS") or DEFAULT_ADDRESS
         self.timeout_s = timeout_s
+        self.client_id = client_id or f"{socket.gethostname()}:{os.getpid()}"
+        self._metadata = (("scantune-client", self.client_id),)
         self._channel = grpc.insecure_channel(self.address)
         self._stub = pb_grpc.ScantuneStub(self._channel)
 
@@ -72,9 +77,9 @@ class Client:
     def __exit__(self, *exc):
         self.close()
 
-    def _call(self, method, request, **kwargs):
+    def _call(self, method, request, long_running=False):
         try:
-            return method(request, timeout=self.timeout_s, **kwargs)
+            return method(request, timeout=None if long_running else self.timeout_s, metadata=self._metadata)
         except grpc.RpcError as e:
             raise ScantuneError(e.code().name, e.details()) from None
 
@@ -90,7 +95,7 @@ class Client:
         (raise), "nearest" (the nearest tuned shape, flagged) or "tune"."""
         request = pb.SelectRequest(problem=problem(op, shape, dtype, mode, **problem_options), device_uuid=device_uuid,
                                    on_miss=_lookup(_MISS, on_miss, "on_miss"), deterministic=deterministic)
-        return self._call(self._stub.Select, request).selection
+        return self._call(self._stub.Select, request, long_running=on_miss == "tune").selection
 
     def get_kernel(self, op, shape, dtype, mode, *, variant="", deterministic=False, on_miss="not_found",
                    device_uuid="", **problem_options):
@@ -100,7 +105,7 @@ class Client:
         request = pb.GetKernelRequest(problem=problem(op, shape, dtype, mode, **problem_options), variant=variant,
                                       device_uuid=device_uuid, on_miss=_lookup(_MISS, on_miss, "on_miss"),
                                       deterministic=deterministic)
-        return self._call(self._stub.GetKernel, request)
+        return self._call(self._stub.GetKernel, request, long_running=on_miss == "tune")
 
     def tune(self, op, shape, dtype, mode, *, variants=(), force=False, skip_unfit=False, device_uuid="",
              progress=None, **problem_options):
@@ -110,7 +115,7 @@ class Client:
                                  variants=list(variants), force=force, skip_unfit=skip_unfit)
         selection = None
         try:
-            for message in self._stub.Tune(request):
+            for message in self._stub.Tune(request, metadata=self._metadata):
                 if progress is not None:
                     progress(message)
                 if message.stage == pb.TuneProgress.DONE and message.HasField("selection"):
