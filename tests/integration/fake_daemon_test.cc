@@ -52,6 +52,16 @@ std::string Join(const std::vector<std::string>& items) {
   return text;
 }
 
+// linear_scan, bf16, at `shape` in `mode`.
+Problem LinearScan(const std::string& shape, Mode mode) {
+  Problem problem;
+  problem.op = Op::kLinearScan;
+  problem.shape = *ParseShape(shape);
+  problem.dtype = DType::kBF16;
+  problem.mode = mode;
+  return problem;
+}
+
 // head followed by tail (CLI arguments).
 std::vector<std::string> With(std::vector<std::string> head, const std::vector<std::string>& tail) {
   head.insert(head.end(), tail.begin(), tail.end());
@@ -200,11 +210,7 @@ TEST_F(FakeDaemonTest, TuneRecordsEveryFailureAndSelectsAnOkVariant) {
 // names it, unless --skip-unfit leaves it out (named in the progress) and
 // tunes the others; with nothing left it is refused again.
 TEST_F(FakeDaemonTest, TuneRefusesOrSkipsUnfitNamedVariants) {
-  Problem linear;
-  linear.op = Op::kLinearScan;
-  linear.shape = *ParseShape(kShape);
-  linear.dtype = DType::kBF16;
-  linear.mode = Mode::kFwdBwd;
+  const Problem linear = LinearScan(kShape, Mode::kFwdBwd);
   std::string unfit;
   for (const Variant& v : EnumerateVariants(Op::kSamu, false)) {
     if (!CanImplement(v, linear, DeviceLimits()).ok()) {
@@ -341,13 +347,8 @@ class ClientBoundDaemonTest : public OwnDaemonTest {
     return std::make_unique<ScantuneClient>(options);
   }
   static v1::TuneRequest TuneOf(const std::string& shape, const std::string& variant) {
-    Problem problem;
-    problem.op = Op::kLinearScan;
-    problem.shape = *ParseShape(shape);
-    problem.dtype = DType::kBF16;
-    problem.mode = Mode::kFwd;
     v1::TuneRequest request;
-    *request.mutable_problem() = ToProto(problem);
+    *request.mutable_problem() = ToProto(LinearScan(shape, Mode::kFwd));
     request.add_variants(variant);
     return request;
   }
@@ -487,14 +488,7 @@ class DeterministicDaemonTest : public OwnDaemonTest {
   static std::vector<std::string> ProblemFlags(const std::string& shape) {
     return {"--op", "linear_scan", "--shape", shape, "--dtype", "bf16", "--mode", "fwd_bwd"};
   }
-  static v1::Problem ProblemOf(const std::string& shape) {
-    Problem problem;
-    problem.op = Op::kLinearScan;
-    problem.shape = *ParseShape(shape);
-    problem.dtype = DType::kBF16;
-    problem.mode = Mode::kFwdBwd;
-    return ToProto(problem);
-  }
+  static v1::Problem ProblemOf(const std::string& shape) { return ToProto(LinearScan(shape, Mode::kFwdBwd)); }
   std::vector<std::string> variants_, lookback_;
   std::string chunked_;
 };
