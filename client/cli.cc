@@ -169,6 +169,16 @@ StatusOr<v1::RecordFilter> RecordFilterFlags(const ArgParser& args) {
   return filter;
 }
 
+// The filter, --limit and --page-token of a paged listing (records, selections).
+template <typename Request>
+Status PagedListingFlags(const ArgParser& args, Request& request) {
+  ASSIGN_OR_RETURN(*request.mutable_filter(), RecordFilterFlags(args));
+  ASSIGN_OR_RETURN(const int32_t limit, LimitFlag(args));
+  request.set_page_size(limit);
+  request.set_page_token(args.GetOr("page-token", ""));
+  return Status::Ok();
+}
+
 StatusOr<v1::MissPolicy> MissPolicyFlag(const std::string& text) {
   if (text == "not_found") return v1::NOT_FOUND;
   if (text == "nearest") return v1::NEAREST;
@@ -643,13 +653,7 @@ int Cli::Bench(const ArgParser& args) {
 
 int Cli::Records(const ArgParser& args) {
   v1::ListRecordsRequest request;
-  StatusOr<v1::RecordFilter> filter = RecordFilterFlags(args);
-  if (!filter.ok()) return UsageError(filter.status().message());
-  *request.mutable_filter() = *filter;
-  StatusOr<int32_t> limit = LimitFlag(args);
-  if (!limit.ok()) return UsageError(limit.status().message());
-  request.set_page_size(*limit);
-  request.set_page_token(args.GetOr("page-token", ""));
+  if (Status flags = PagedListingFlags(args, request); !flags.ok()) return UsageError(flags.message());
   StatusOr<v1::ListRecordsResponse> response = client_->ListRecords(request);
   if (!response.ok()) return RpcError("records", response.status());
   if (json_) {
@@ -665,15 +669,9 @@ int Cli::Records(const ArgParser& args) {
 
 int Cli::Selections(const ArgParser& args) {
   v1::ListSelectionsRequest request;
-  StatusOr<v1::RecordFilter> filter = RecordFilterFlags(args);
-  if (!filter.ok()) return UsageError(filter.status().message());
-  *request.mutable_filter() = *filter;
+  if (Status flags = PagedListingFlags(args, request); !flags.ok()) return UsageError(flags.message());
   request.set_deterministic_only(args.GetBool("deterministic"));
   request.set_history(args.GetBool("history"));
-  StatusOr<int32_t> limit = LimitFlag(args);
-  if (!limit.ok()) return UsageError(limit.status().message());
-  request.set_page_size(*limit);
-  request.set_page_token(args.GetOr("page-token", ""));
   StatusOr<v1::ListSelectionsResponse> response = client_->ListSelections(request);
   if (!response.ok()) return RpcError("selections", response.status());
   if (json_) {
