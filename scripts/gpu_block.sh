@@ -14,13 +14,7 @@ source "$(dirname "$0")/gpu_env.sh"
 res=$out/block && mkdir -p "$res"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.used --format=csv | tee "$res/gpu.txt"
 
-sock=unix:///tmp/scantune-block.sock
-db=/tmp/scantune-block.db
-rm -f "$db" "$db"-wal "$db"-shm
-"$bin/server/scantuned" --listen "$sock" --db "$db" --compile-threads 16 >"$res/scantuned.log" 2>&1 &
-daemon=$!
-cli="$bin/client/scantune --address $sock"
-for _ in $(seq 1 50); do $cli devices >/dev/null 2>&1 && break; sleep 0.2; done
+start_daemon block "$res/scantuned.log"
 $cli devices | tee "$res/devices.txt"
 
 # The scan problem of each seed-000 case: (batch, length, rnn_width).

@@ -20,13 +20,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = tune ] || [ "$what" = all ]; then
-  sock=unix:///tmp/scantune-gpu.sock
-  db=/tmp/scantune-gpu.db
-  rm -f "$db" "$db"-wal "$db"-shm
-  "$bin/server/scantuned" --listen "$sock" --db "$db" --compile-threads 16 >"$out/scantuned.log" 2>&1 &
-  daemon=$!
-  cli="$bin/client/scantune --address $sock"
-  for i in $(seq 1 50); do $cli devices >/dev/null 2>&1 && break; sleep 0.2; done
+  start_daemon gpu "$out/scantuned.log"
   $cli devices | tee "$out/devices.txt"
   for spec in ${SCANTUNE_TUNE:-linear_scan:bf16:fwd_bwd}; do
     IFS=: read -r op dtype mode <<<"$spec"

@@ -24,22 +24,17 @@ Run by ctest with SCANTUNED, SCANTUNE_WORKER and PYTHONPATH set, under the
 or a GPU."""
 
 import os
-import sys
 import unittest
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-try:
-    import torch
-except ModuleNotFoundError:
-    print("skipped: no torch for", sys.executable)
-    sys.exit(77)
-if not torch.cuda.is_available():
-    print("skipped: torch sees no GPU")
-    sys.exit(77)
+from torch_gpu import require_torch_gpu
+
+torch = require_torch_gpu()
+
+from daemon_fixture import Daemon  # noqa: E402
 
 import scantune  # noqa: E402
-from daemon_fixture import Daemon  # noqa: E402
 from scantune.torch_ops import ServedScan  # noqa: E402
 
 F = torch.nn.functional

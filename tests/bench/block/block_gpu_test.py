@@ -14,19 +14,15 @@ import sys
 import tempfile
 import unittest
 
-try:
-    import torch
-except ModuleNotFoundError:
-    print("skipped: no torch for", sys.executable)
-    sys.exit(77)
-if not torch.cuda.is_available():
-    print("skipped: torch sees no GPU")
-    sys.exit(77)
+from torch_gpu import require_torch_gpu
+
+torch = require_torch_gpu()
+
+from daemon_fixture import Daemon  # noqa: E402
 
 sys.path.insert(0, os.environ["SCANTUNE_BLOCK_DIR"])
 import block_bench  # noqa: E402
 import seed000  # noqa: E402
-from daemon_fixture import Daemon  # noqa: E402
 
 # One fast variant per problem at seed 000's first case (session 29's selections), so the tune takes seconds.
 TUNE_VARIANTS = {"rglru": ["lookback_v2_t256_s8_i16_o3"], "samu": ["chunked_v8_t256_c32_l64_y1"]}
