@@ -213,12 +213,12 @@ std::string NvrtcCompiler::CacheKey(const CompileRequest& request) const {
   h = Fnv1a(h, "nvrtc " + Version());
   h = Fnv1a(h, std::string("op ") + OpName(request.op));
   for (const std::string& option : KeyOptions(request)) h = Fnv1a(h, option);
-  for (const std::string& name : NameExpressions(request.variant, request.op, request.dtype, request.ssm)) h = Fnv1a(h, name);
+  for (const std::string& name : NameExpressions(request.variant, request.op, request.dtype, request.ssm, request.shape)) h = Fnv1a(h, name);
   return Hex64(h);
 }
 
 StatusOr<CompileResult> NvrtcCompiler::Compile(const CompileRequest& request) const {
-  const std::vector<std::string> names = NameExpressions(request.variant, request.op, request.dtype, request.ssm);
+  const std::vector<std::string> names = NameExpressions(request.variant, request.op, request.dtype, request.ssm, request.shape);
   if (names.empty()) {
     return InvalidArgument("no kernels for variant " + request.variant.Name() + " of " + OpName(request.op));
   }

@@ -32,9 +32,10 @@ class OpPlanner {
   virtual StatusOr<LaunchPlan> MakePlan(const Variant& variant, const Problem& problem,
                                         const DeviceLimits& device) const = 0;
   // Every template instance of the variant's module (fwd and bwd) for the
-  // operator, dtype and (selective_scan) N and options.
-  virtual std::vector<std::string> NameExpressions(const Variant& variant, Op op, DType dtype,
-                                                   const SsmOptions& ssm) const = 0;
+  // operator, dtype, (selective_scan) N and options, and (variants that bake
+  // it in, samu's `_k1`) the problem's shape.
+  virtual std::vector<std::string> NameExpressions(const Variant& variant, Op op, DType dtype, const SsmOptions& ssm,
+                                                   const Shape& shape) const = 0;
   virtual std::vector<v1::ParamField> ParamLayout(Op op) const = 0;
   virtual uint32_t ParamSize(Op op) const = 0;
 };

@@ -446,8 +446,9 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
   return InvalidArgument(std::string("algorithm ") + AlgorithmName(v.algorithm) + " has no linear_scan kernels");
 }
 
-std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, const SsmOptions& ssm) {
-  if (const OpPlanner* planner = PlannerFor(op)) return planner->NameExpressions(v, op, dtype, ssm);
+std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, const SsmOptions& ssm,
+                                         const Shape& shape) {
+  if (const OpPlanner* planner = PlannerFor(op)) return planner->NameExpressions(v, op, dtype, ssm, shape);
   switch (v.algorithm) {
     case Algorithm::kSequential:
       return {Instance("linear_scan_fwd_sequential", dtype, {v.vec, v.threads, v.prefetch}),

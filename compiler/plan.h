@@ -69,7 +69,8 @@ StatusOr<LaunchPlan> MakePlan(const Variant& variant, const Problem& problem, co
 // All template instances (name expressions) the variant's module holds for
 // this operator and dtype, fwd and bwd; the module is compiled once for both.
 // selective_scan's instances also depend on N and its options (`ssm`).
-std::vector<std::string> NameExpressions(const Variant& variant, Op op, DType dtype, const SsmOptions& ssm = {});
+std::vector<std::string> NameExpressions(const Variant& variant, Op op, DType dtype, const SsmOptions& ssm = {},
+                                         const Shape& shape = {});
 
 // The header the operator's NVRTC module includes ("linear_scan.cuh").
 const char* MainHeader(Op op);

@@ -40,6 +40,8 @@
 #include <algorithm>
 #include <climits>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "compiler/op_planner.h"
@@ -172,6 +174,11 @@ struct ChainedHybridKnobs {
 };
 constexpr ChainedHybridKnobs kChainedHybrid[] = {
     {256, 32, 64, 0, 0}, {512, 64, 64, 4, 32}, {256, 64, 64, 4, 64}, {256, 128, 64, 4, 64}};
+// _k1 (with _l; bf16 fwd_bwd here): the shape baked into the scans' template arguments, twins of the points that
+// won a seed shape in session 29 (bench/NOTES.md session 32: the held forward's static SASS 22-31% shorter,
+// its index arithmetic folded; not yet timed). {threads, chunk, strip, fwd_blocks (0: _y1 alone), fwd_items}.
+constexpr ChainedHybridKnobs kBakedHybrid[] = {
+    {256, 32, 64, 0, 0}, {256, 32, 64, 4, 32}, {512, 64, 64, 4, 32}, {256, 128, 64, 5, 32}};
 // These _i32 points are enumerated with _a1 (the rescan adds its parameter partials into the gradients by
 // atomics, no finalize): fwd_bwd -1 to -3.5 us at three seed shapes against the same points without it, level
 // at 4x2048x2048 (bench/NOTES.md session 26). Without _a1 (fixed-order parameter sums) they run by name;
@@ -217,6 +224,13 @@ Variant HeldOf(const Variant& v) {
 }
 bool IsChunked(const Variant& v) { return v.algorithm == Algorithm::kChunked; }
 bool IsHybrid(const Variant& v) { return IsChunked(v) && v.strip != 0; }
+// `_k1` bakes a shape into int template arguments: every size from 1 to 2^31 - 1.
+bool Bakeable(const Shape& s) {
+  for (int64_t n : {s.batch, s.length, s.width}) {
+    if (n < 1 || n > std::numeric_limits<int32_t>::max()) return false;
+  }
+  return true;
+}
 // The `lookback` point whose forward a `chunked` _l{strip} runs (gated_layout.h, HybridBase).
 Variant HybridForwardOf(const Variant& v) {
   const int segments = gated::HybridSegments(v.strip);
@@ -362,6 +376,11 @@ class GatedPlannerImpl final : public OpPlanner {
                             .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = k.fwd_blocks,
                             .fwd_items = k.fwd_items, .chained = 1});
       }
+      for (const ChainedHybridKnobs& k : kBakedHybrid) {  // with _a1 where the twin has _i32
+        variants.push_back({.algorithm = Algorithm::kChunked, .vec = gated::kChunkVec, .threads = k.threads,
+                            .chunk = k.chunk, .strip = k.strip, .h_from_y = 1, .fwd_blocks = k.fwd_blocks,
+                            .fwd_items = k.fwd_items, .atomic_sums = k.fwd_items != 0 ? 1 : 0, .baked = 1});
+      }
     }
     return variants;
   }
@@ -454,6 +473,14 @@ class GatedPlannerImpl final : public OpPlanner {
       if (v.atomic_sums != 1) return InvalidArgument("_a" + std::to_string(v.atomic_sums) + ": _a1 or nothing");
       if (problem.mode == Mode::kFwd) {
         return InvalidArgument("_a1 adds the backward's parameter sums by atomics: a fwd problem has none");
+      }
+    }
+    if (v.baked != 0) {
+      if (v.baked != 1 || v.strip == 0) {
+        return InvalidArgument("_k" + std::to_string(v.baked) + ": _k1 bakes the shape into the scans of _l{strip}");
+      }
+      if (!Bakeable(s)) {
+        return InvalidArgument("_k1 bakes B, L and W into int template arguments: each from 1 to 2^31 - 1");
       }
     }
     const int64_t rows = RowsThreads(v, s.width);
@@ -670,11 +697,20 @@ class GatedPlannerImpl final : public OpPlanner {
     Role role;
     std::string name;
   };
-  static std::vector<Kernel> Kernels(const Variant& v, Op op, DType dtype) {
+  // shape: the problem's, for `_k1` (which bakes it into its scans' template arguments; none without it).
+  static std::vector<Kernel> Kernels(const Variant& v, Op op, DType dtype, const Shape& shape) {
     const std::string pre = Prefix(op);
     const bool samu = IsSamu(op);
     std::vector<Kernel> k;
     if (IsHybrid(v)) {
+      if (v.baked != 0 && !Bakeable(shape)) return {};
+      // _k1: every template argument spelled out, then B, L, W.
+      auto baked = [&](std::vector<int> args, const std::vector<int>& defaults) {
+        if (v.baked == 0) return args;
+        args.insert(args.end(), defaults.begin(), defaults.end());
+        for (int64_t n : {shape.batch, shape.length, shape.width}) args.push_back(static_cast<int>(n));
+        return args;
+      };
       const Variant f = HybridForwardOf(v);
       // SAVE: 1 (the default) every h, n (_h{n}) every n-th, 0 (_y1) none but SamuGroupKeepsH's.
       const int save = v.h_from_y != 0 ? 0 : v.save_every;
@@ -685,21 +721,23 @@ class GatedPlannerImpl final : public OpPlanner {
       std::vector<int> tail = {v.save_every == 0 && v.h_from_y == 0 ? 1 : save, v.fwd_blocks,
                                v.fwd_blocks != 0 && v.blocks_per_sm != 0 ? 1 : 0, v.chained};
       const std::vector<int> defaults = {1, 0, 0, 0};
-      size_t kept = tail.size();
-      while (kept > 0 && tail[kept - 1] == defaults[kept - 1]) --kept;
+      size_t kept = tail.size();  // _k1 spells every one out
+      while (v.baked == 0 && kept > 0 && tail[kept - 1] == defaults[kept - 1]) --kept;
       args.insert(args.end(), tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(kept));
-      k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype, args)});
-      k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, {v.chunk, v.strip})});
+      k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype, baked(args, {}))});
+      k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, baked({v.chunk, v.strip}, {}))});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
       k.push_back({Role::kBwdCarryLong, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip, 16})});
       const bool every_h = v.save_every == 0 && v.h_from_y == 0;
       if (v.atomic_sums != 0) {  // _a1: the rescan adds into the gradients; no finalize
-        k.push_back({Role::kBwdScan,
-                     Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, every_h ? 1 : save, 1})});
+        k.push_back({Role::kBwdScan, Instance("samu_bwd_chunk_scan", dtype,
+                                              baked({v.threads, v.chunk, v.strip, every_h ? 1 : save, 1}, {}))});
       } else {
         k.push_back({Role::kBwdScan,
-                     every_h ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})
-                             : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, save})});
+                     v.baked != 0 ? Instance("samu_bwd_chunk_scan", dtype,
+                                             baked({v.threads, v.chunk, v.strip, every_h ? 1 : save}, {0}))
+                     : every_h    ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})
+                                  : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, save})});
         k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip})});
         k.push_back({Role::kFinalizeWide, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip, 32})});
       }
@@ -752,9 +790,10 @@ class GatedPlannerImpl final : public OpPlanner {
     return k;
   }
 
-  std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, const SsmOptions&) const override {
+  std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, const SsmOptions&,
+                                           const Shape& shape) const override {
     std::vector<std::string> names;
-    for (const Kernel& k : Kernels(v, op, dtype)) names.push_back(k.name);
+    for (const Kernel& k : Kernels(v, op, dtype, shape)) names.push_back(k.name);
     return names;
   }
 
@@ -763,7 +802,7 @@ class GatedPlannerImpl final : public OpPlanner {
     const Shape& s = problem.shape;
     const bool samu = IsSamu(problem.op);
     const bool sequential = v.algorithm == Algorithm::kSequential;
-    const std::vector<Kernel> kernels = Kernels(v, problem.op, problem.dtype);
+    const std::vector<Kernel> kernels = Kernels(v, problem.op, problem.dtype, problem.shape);
     auto name_of = [&](Role role) -> const std::string* {
       for (const Kernel& k : kernels) {
         if (k.role == role) return &k.name;

@@ -248,7 +248,7 @@ class SsmPlannerImpl final : public OpPlanner {
     ASSIGN_OR_RETURN(const Config c, ConfigOf(v));
     const Shape& s = problem.shape;
     const int n = problem.ssm.state;
-    const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, problem.ssm);
+    const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, problem.ssm, problem.shape);
     const int64_t segments = Segments(c, s.length);
     const std::array<uint32_t, 3> main_grid = {static_cast<uint32_t>(CeilDiv(s.width, c.dim_block)),
                                                static_cast<uint32_t>(segments), static_cast<uint32_t>(s.batch)};
@@ -293,7 +293,8 @@ class SsmPlannerImpl final : public OpPlanner {
     return plan;
   }
 
-  std::vector<std::string> NameExpressions(const Variant& v, Op, DType dtype, const SsmOptions& ssm) const override {
+  std::vector<std::string> NameExpressions(const Variant& v, Op, DType dtype, const SsmOptions& ssm,
+                                           const Shape&) const override {
     if (v.algorithm == Algorithm::kTimeScan) {
       const int n = ssm.state == 0 ? 16 : ssm.state;
       auto b = [](bool flag) { return flag ? std::string("true") : std::string("false"); };
@@ -493,7 +494,7 @@ class SsmPlannerImpl final : public OpPlanner {
     const Shape& s = problem.shape;
     const int n = problem.ssm.state;
     const bool gate = problem.ssm.z_gate;
-    const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, problem.ssm);
+    const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, problem.ssm, problem.shape);
     const std::array<uint32_t, 3> grid = {static_cast<uint32_t>(CeilDiv(s.width, v.dim_block)), 1u,
                                           static_cast<uint32_t>(s.batch)};
     const uint32_t threads = static_cast<uint32_t>(TscanThreads(v));

@@ -1037,13 +1037,15 @@ template <typename T, int CHUNK, int SAVE = 1>
 __global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_fwd_chunk_scan(const SamuParams p) {
   gated::SamuChunkForwardScan<T, CHUNK, SAVE>(p);
 }
-template <typename T, int CHUNK, int FWD_STRIP = 0>
+// KB, KL, KW (`_k1`): the shape the kernel is compiled for (scan::WithShape); 0: the struct's.
+template <typename T, int CHUNK, int FWD_STRIP = 0, long long KB = 0, long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(gated::kChunkBwdAggThreads, 1) samu_bwd_chunk_agg(const SamuParams p) {
-  gated::SamuChunkBackwardAgg<T, CHUNK, FWD_STRIP>(p);
+  gated::SamuChunkBackwardAgg<T, CHUNK, FWD_STRIP>(scan::WithShape<KB, KL, KW>(p));
 }
-template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0, int SAVE = 1, int ATOMIC = 0>
+template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0, int SAVE = 1, int ATOMIC = 0, long long KB = 0,
+          long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
-  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE, ATOMIC != 0>(p);
+  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE, ATOMIC != 0>(scan::WithShape<KB, KL, KW>(p));
 }
 template <typename T, int CHUNK, int FWD_STRIP = 0, int CH = gated::kChunkFinalizeChannels>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_chunk_finalize(const SamuParams p) {

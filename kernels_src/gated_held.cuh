@@ -1829,12 +1829,14 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
   gated::SamuControlFast<T>(p);
 }
 // CHAINED 1 (`chunked` _l..._d1, ORDER >= 2): the chained look-back (a deterministic forward).
+// KB, KL, KW (`_k1`): the shape the kernel is compiled for (scan::WithShape); 0: the struct's.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int BLOCKS = 0, int PERSIST = 0,
-          int CHAINED = 0>
+          int CHAINED = 0, long long KB = 0, long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, BLOCKS > 0 ? BLOCKS : gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE))
     samu_fwd_held(const SamuParams p) {
   static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS, PERSIST != 0, CHAINED != 0>(p);
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS, PERSIST != 0, CHAINED != 0>(
+      scan::WithShape<KB, KL, KW>(p));
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)

@@ -477,4 +477,22 @@ __device__ __forceinline__ void LookBackPacked(const unsigned long long* w1, con
   }
 }
 
+// `_k1` (samu `chunked` _l points): the problem's batch, length and width as template arguments (0: the
+// parameter struct's, at run time). A kernel scans a copy of its parameters with the known sizes written in, so
+// the inlined scan's index arithmetic, bounds tests and partial-tile paths fold into constants. Without a baked
+// size it is the kernel's own parameters (a copy alone changes the unbaked kernels' code: ptxas schedules them
+// differently).
+template <long long B, long long L, long long W, typename Params>
+__device__ __forceinline__ decltype(auto) WithShape(const Params& p) {
+  if constexpr (B == 0 && L == 0 && W == 0) {
+    return (p);
+  } else {
+    Params q = p;
+    if constexpr (B > 0) q.batch = B;
+    if constexpr (L > 0) q.length = L;
+    if constexpr (W > 0) q.width = W;
+    return q;
+  }
+}
+
 }  // namespace scan

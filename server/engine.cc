@@ -415,7 +415,8 @@ StatusOr<v1::KernelResponse> Engine::Impl::GetKernel(const v1::GetKernelRequest&
                            can.message());
   }
   ASSIGN_OR_RETURN(CompileResult compiled,
-                   cache_->Compile({variant, problem.op, problem.dtype, problem.ssm, limits.cc_major, limits.cc_minor}));
+                   cache_->Compile(
+                       {variant, problem.op, problem.dtype, problem.ssm, limits.cc_major, limits.cc_minor, problem.shape}));
   if (compiled.state != v1::OK) {
     return FailedPrecondition("variant " + variant.Name() + " does not compile for " + target + " (" +
                               v1::ResultState_Name(compiled.state) + "): " + compiled.log.substr(0, 4000));

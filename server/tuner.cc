@@ -126,7 +126,8 @@ StatusOr<Tuner::Evaluated> Tuner::Evaluate(uint64_t job_id, const TuneDevice& de
   }
   std::vector<CompileRequest> requests;
   for (const Variant& v : variants) {
-    requests.push_back({v, problem.op, problem.dtype, problem.ssm, device.info.cc_major(), device.info.cc_minor()});
+    requests.push_back(
+        {v, problem.op, problem.dtype, problem.ssm, device.info.cc_major(), device.info.cc_minor(), problem.shape});
   }
   std::vector<StatusOr<CompileResult>> compiled = cache_->CompileAll(requests, options_.compile_threads);
   const DeviceLimits limits = DeviceLimits::FromProto(device.info);

@@ -5,7 +5,8 @@
 //   every variant the planner enumerates for the operator)
 // The operator is linear_scan unless SCANTUNE_OP names another (rglru, samu,
 // selective_scan; selective_scan at N = SCANTUNE_SSM_STATE, default 16, with
-// delta_bias, delta_softplus and the z gate where SCANTUNE_SSM_OPTIONS=1).
+// delta_bias, delta_softplus and the z gate where SCANTUNE_SSM_OPTIONS=1). SCANTUNE_SHAPE=BxLxW is the
+// shape that variants baking it in (samu `_k1`) are compiled for.
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -59,6 +60,14 @@ int main(int argc, char** argv) {
     if (const char* n = std::getenv("SCANTUNE_SSM_STATE"); n != nullptr) request.ssm.state = std::atoi(n);
     if (const char* o = std::getenv("SCANTUNE_SSM_OPTIONS"); o != nullptr && std::string(o) == "1") {
       request.ssm.delta_bias = request.ssm.delta_softplus = request.ssm.z_gate = true;
+    }
+    if (const char* shape = std::getenv("SCANTUNE_SHAPE"); shape != nullptr) {
+      auto parsed = scantune::ParseShape(shape);
+      if (!parsed.ok()) {
+        std::fprintf(stderr, "SCANTUNE_SHAPE: %s\n", parsed.status().ToString().c_str());
+        return 2;
+      }
+      request.shape = *parsed;
     }
     auto result = compiler.Compile(request);
     if (!result.ok()) {

@@ -138,12 +138,12 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
   for (Op op : kGatedOps) {
     SCOPED_TRACE(OpName(op));
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
-    // The tuner times every point: samu's 46 (session 9: the eight `chunked` _l points; session 12: four
+    // The tuner times every point: samu's 50 (session 9: the eight `chunked` _l points; session 12: four
     // of them with _y1; session 14: those four with _b5; session 15: three _b5_i32; session 24: two
-    // _b4_i32; session 28: four _l..._d1) are its ceiling; rglru's 25 include six _d1 twins (the chained
+    // _b4_i32; session 28: four _l..._d1; session 32: four _k1 twins) are its ceiling; rglru's 25 include six _d1 twins (the chained
     // look-back, for the deterministic selection).
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), op == Op::kSamu ? 50u : 25u);
+    EXPECT_LE(all.size(), op == Op::kSamu ? 54u : 25u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -921,6 +921,67 @@ TEST(GatedPlan, ChunkedPersistentForward) {
 
 // `chunked` _a1: the rescan adds its partials into the gradients (ATOMIC, its last template argument) and
 // there is no finalize; every other launch is its twin's. Refused for fwd problems (no backward) and as _a2.
+// _k1: the same launches as its twin, whose scan kernels (held forward, backward agg and rescan) name the
+// problem's B, L and W as their last template arguments (every earlier one spelled out); the other kernels
+// are the twin's. A module compiled for one shape is another module at the next.
+TEST(GatedPlan, ChunkedBakedShape) {
+  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
+  EXPECT_EQ(RoundTrip("chunked_v8_t256_c32_l64_y1_k1").baked, 1);
+  EXPECT_EQ(RoundTrip("chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1").baked, 1);
+  const struct {
+    const char* point;
+    const char* twin;
+    std::vector<std::string> baked;  // fwd scan, bwd agg, bwd rescan
+  } cases[] = {
+      {"chunked_v8_t256_c32_l64_y1_k1", "chunked_v8_t256_c32_l64_y1",
+       {"samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 0, 0, 0, 4, 2048, 2048>",
+        "samu_bwd_chunk_agg<__nv_bfloat16, 32, 64, 4, 2048, 2048>",
+        "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 0, 0, 4, 2048, 2048>"}},
+      {"chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1", "chunked_v8_t512_c64_l64_y1_b4_i32_a1",
+       {"samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 4, 0, 0, 4, 2048, 2048>",
+        "samu_bwd_chunk_agg<__nv_bfloat16, 64, 64, 4, 2048, 2048>",
+        "samu_bwd_chunk_scan<__nv_bfloat16, 512, 64, 64, 0, 1, 4, 2048, 2048>"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.point);
+    const LaunchPlan point = PlanOf(c.point, p), twin = PlanOf(c.twin, p);
+    ASSERT_EQ(point.launches.size(), twin.launches.size());
+    std::vector<std::string> baked;
+    for (size_t i = 0; i < point.launches.size(); ++i) {
+      const Launch &a = point.launches[i], &b = twin.launches[i];
+      EXPECT_EQ(a.grid, b.grid) << i;
+      EXPECT_EQ(a.block, b.block) << i;
+      EXPECT_EQ(a.shared_bytes, b.shared_bytes) << i;
+      EXPECT_EQ(a.dependent_launch, b.dependent_launch) << i;
+      if (a.name_expression != b.name_expression) baked.push_back(a.name_expression);
+    }
+    EXPECT_EQ(baked, c.baked);
+    const std::vector<std::string> names = NameExpressions(Parsed(c.point), Op::kSamu, DType::kBF16, {}, p.shape);
+    for (const std::string& name : c.baked) EXPECT_NE(std::find(names.begin(), names.end(), name), names.end());
+    // Another shape, other instances; no shape, none (its compile fails: "no kernels").
+    const std::vector<std::string> other =
+        NameExpressions(Parsed(c.point), Op::kSamu, DType::kBF16, {}, Shape{1, 8192, 2560});
+    ASSERT_EQ(other.size(), names.size());
+    EXPECT_NE(other, names);
+    EXPECT_TRUE(NameExpressions(Parsed(c.point), Op::kSamu, DType::kBF16).empty());
+  }
+  ExpectRefused({"chunked_v8_t256_c32_l64_y1_k2", "chunked_v8_t256_c32_k1"}, p);
+  const Status fp16 = CanImplement(Parsed("chunked_v8_t256_c32_l64_k1"),
+                                   MakeProblem(Op::kSamu, {4, 2048, 2048}, DType::kF16, Mode::kFwd), DeviceLimits{});
+  EXPECT_TRUE(fp16.ok()) << fp16.ToString();  // any dtype and mode its twin takes
+  // Every enumerated _k1 point is the twin of an enumerated point.
+  const std::vector<Variant> all = EnumerateVariants(Op::kSamu, false);
+  int baked = 0;
+  for (const Variant& v : all) {
+    if (v.baked == 0) continue;
+    ++baked;
+    Variant twin = v;
+    twin.baked = 0;
+    EXPECT_NE(std::find(all.begin(), all.end(), twin), all.end()) << v.Name();
+  }
+  EXPECT_EQ(baked, 4);
+}
+
 TEST(GatedPlan, ChunkedAtomicSumsHaveNoFinalize) {
   const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
   EXPECT_EQ(RoundTrip("chunked_v8_t256_c32_l64_y1_b4_i32_a1").atomic_sums, 1);
@@ -1090,6 +1151,7 @@ TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
         r.variant = v;
         r.op = op;
         r.dtype = dtype;
+        if (v.baked != 0) r.shape = {1, 8192, 2560};  // _k1: compiled for one problem's shape
         requests.push_back(r);
       }
     }
@@ -1107,7 +1169,7 @@ TEST(GatedNvrtc, EveryVariantEveryDtypeCompilesForSm90) {
     ASSERT_EQ(c.state, v1::OK) << what << "\n" << c.log;
     EXPECT_FALSE(c.cubin.empty()) << what;
     ExpectNoSpills(c.log, what);
-    const std::vector<std::string> names = NameExpressions(r.variant, r.op, r.dtype);
+    const std::vector<std::string> names = NameExpressions(r.variant, r.op, r.dtype, {}, r.shape);
     EXPECT_EQ(c.lowered_names.size(), names.size()) << what;
     for (const std::string& name : names) {
       auto it = c.lowered_names.find(name);

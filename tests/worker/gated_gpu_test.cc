@@ -33,18 +33,25 @@ void VerifyOperator(Op op, std::vector<Variant> variants = {}, std::vector<Shape
   if (shapes.empty()) shapes = {{1, 1, 1}, {2, 7, 33}, {3, 300, 100}, {2, 1000, 2050}, {1, 4096, 64}, {2, 602, 512}};
   std::map<std::string, testing::VerifyCounts> summary;
   std::set<std::string> ran;
-  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+  // `_k1` variants carry the shape in their template arguments: compiled for each problem; the others once.
+  std::vector<Variant> baked, unbaked;
+  for (const Variant& v : variants) (v.baked != 0 ? baked : unbaked).push_back(v);
+  auto compile = [&](const std::vector<Variant>& which, DType dtype, const Shape& shape) {
     std::vector<CompileRequest> requests;
-    for (const Variant& v : variants) {
+    for (const Variant& v : which) {
       CompileRequest r;
       r.variant = v;
       r.op = op;
       r.dtype = dtype;
       r.cc_major = gpu->limits.cc_major;
       r.cc_minor = gpu->limits.cc_minor;
+      r.shape = shape;
       requests.push_back(r);
     }
-    const std::vector<StatusOr<CompileResult>> compiled = CompileAll(compiler, requests, 16);
+    return CompileAll(compiler, requests, 16);
+  };
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    const std::vector<StatusOr<CompileResult>> compiled = compile(unbaked, dtype, {});
     std::vector<Problem> problems;
     for (const Shape& shape : shapes) {
       for (bool h0 : {false, true}) problems.push_back(Problem{op, shape, dtype, Mode::kFwdBwd, h0, /*ssm=*/{}});
@@ -59,8 +66,17 @@ void VerifyOperator(Op op, std::vector<Variant> variants = {}, std::vector<Shape
     // (104 channels), meeting over tiles that end past L.
     problems.push_back(Problem{op, {2, 520, 1000}, dtype, Mode::kFwdBwd, true, /*ssm=*/{}});
     for (const Problem& problem : problems) {
-      testing::VerifyEveryVariant(*gpu, problem, variants, compiled, &summary[problem.Key()], plan_sm_count);
+      testing::VerifyEveryVariant(*gpu, problem, unbaked, compiled, &summary[problem.Key()], plan_sm_count);
       if (::testing::Test::HasFatalFailure()) return;
+      std::vector<Variant> fitting;  // the baked ones this problem runs (each compile is for this shape alone)
+      for (const Variant& v : baked) {
+        if (CanImplement(v, problem, gpu->limits).ok()) fitting.push_back(v);
+      }
+      if (!fitting.empty()) {
+        testing::VerifyEveryVariant(*gpu, problem, fitting, compile(fitting, dtype, problem.shape),
+                                    &summary[problem.Key()], plan_sm_count);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
       for (const Variant& v : variants) {
         if (CanImplement(v, problem, gpu->limits).ok()) ran.insert(v.Name());
       }
@@ -101,6 +117,14 @@ TEST(GatedGpuTest, SamuHFromYVariantsAreLegal) {
   VerifyOperator(Op::kSamu,
                  Named({"chunked_v8_t256_c32_l64_y1", "chunked_v8_t512_c64_l32_y1", "chunked_v8_t256_c128_l32_y1",
                         "chunked_v8_t256_c32_y1", "chunked_v8_t512_c64_y1_a1"}));
+}
+
+// samu `chunked` _k1 (also among the enumerated points, named here as its own suite): the shape baked into the
+// scans' template arguments, so each problem's module is its own; with and without _y1 and _b / _i32 / _a1, at
+// widths with partial strips, rows and groups (33, 100, 2050) and the 8192-token chain.
+TEST(GatedGpuTest, SamuBakedShapeVariantsAreLegal) {
+  VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c32_l64_y1_k1", "chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1",
+                                   "chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1", "chunked_v8_t256_c64_l32_k1"}));
 }
 
 // samu `chunked` _b{n} (bf16; _b5 also among the enumerated _y1 points): the
