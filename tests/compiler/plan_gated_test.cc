@@ -93,6 +93,13 @@ Forwards ForwardsOfKnob(const char* point, const char* twin, const Problem& p) {
   return {a.launches[1], b.launches[1]};
 }
 
+// Launch i of a point and of its twin (the point without one knob) on the same grid, block and shared memory.
+void ExpectSameGeometry(const Launch& a, const Launch& b, size_t i) {
+  EXPECT_EQ(a.grid, b.grid) << i;
+  EXPECT_EQ(a.block, b.block) << i;
+  EXPECT_EQ(a.shared_bytes, b.shared_bytes) << i;
+}
+
 // ptxas -v reports each entry's spill stores: none may spill, except the
 // `chunked` rescan (samu_bwd_chunk_scan) by at most kRescanShareSpillBytes.
 // At its 128-register cap ptxas spills values of the per-group share (the
@@ -919,8 +926,6 @@ TEST(GatedPlan, ChunkedPersistentForward) {
   ExpectRefused({"chunked_v8_t256_c32_l64_y1_p4", "chunked_v8_t256_c32_l64_y1_b4_p5"}, p);
 }
 
-// `chunked` _a1: the rescan adds its partials into the gradients (ATOMIC, its last template argument) and
-// there is no finalize; every other launch is its twin's. Refused for fwd problems (no backward) and as _a2.
 // _k1: the same launches as its twin, whose scan kernels (held forward, backward agg and rescan) name the
 // problem's B, L and W as their last template arguments (every earlier one spelled out); the other kernels
 // are the twin's. A module compiled for one shape is another module at the next.
@@ -949,9 +954,7 @@ TEST(GatedPlan, ChunkedBakedShape) {
     std::vector<std::string> baked;
     for (size_t i = 0; i < point.launches.size(); ++i) {
       const Launch &a = point.launches[i], &b = twin.launches[i];
-      EXPECT_EQ(a.grid, b.grid) << i;
-      EXPECT_EQ(a.block, b.block) << i;
-      EXPECT_EQ(a.shared_bytes, b.shared_bytes) << i;
+      ExpectSameGeometry(a, b, i);
       EXPECT_EQ(a.dependent_launch, b.dependent_launch) << i;
       if (a.name_expression != b.name_expression) baked.push_back(a.name_expression);
     }
@@ -982,6 +985,8 @@ TEST(GatedPlan, ChunkedBakedShape) {
   EXPECT_EQ(baked, 4);
 }
 
+// `chunked` _a1: the rescan adds its partials into the gradients (ATOMIC, its last template argument) and
+// there is no finalize; every other launch is its twin's. Refused for fwd problems (no backward) and as _a2.
 TEST(GatedPlan, ChunkedAtomicSumsHaveNoFinalize) {
   const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
   EXPECT_EQ(RoundTrip("chunked_v8_t256_c32_l64_y1_b4_i32_a1").atomic_sums, 1);
@@ -1003,9 +1008,7 @@ TEST(GatedPlan, ChunkedAtomicSumsHaveNoFinalize) {
     EXPECT_NE(twin.launches.back().name_expression.find("samu_bwd_chunk_finalize"), std::string::npos);
     for (size_t i = 0; i < point.launches.size(); ++i) {
       const Launch &a = point.launches[i], &b = twin.launches[i];
-      EXPECT_EQ(a.grid, b.grid) << i;
-      EXPECT_EQ(a.block, b.block) << i;
-      EXPECT_EQ(a.shared_bytes, b.shared_bytes) << i;
+      ExpectSameGeometry(a, b, i);
       if (b.name_expression.find("samu_bwd_chunk_scan") != std::string::npos) {
         EXPECT_EQ(a.name_expression, c.rescan);
       } else {
