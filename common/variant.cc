@@ -50,14 +50,16 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
               {'s', &Variant::segments},
               {'i', &Variant::items},
               {'o', &Variant::order, true},
-              {'d', &Variant::chained, true}};
+              {'d', &Variant::chained, true},
+              {'k', &Variant::baked, true}};
     case Algorithm::kLookbackSmem:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},
               {'c', &Variant::strip},
               {'i', &Variant::tile},
               {'o', &Variant::order, true},
-              {'d', &Variant::chained, true}};
+              {'d', &Variant::chained, true},
+              {'k', &Variant::baked, true}};
     case Algorithm::kLookbackPipe:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},

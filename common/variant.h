@@ -66,10 +66,11 @@ struct Variant {
   int atomic_sums = 0;  // kChunked (samu): 1 ("_a1"): the backward rescan adds its parameter and controller
                         // partials into the gradients by atomics (no finalize kernel; the order of the fp32
                         // additions varies from run to run); 0: partials per block, summed in a fixed order
-  int baked = 0;        // kChunked (samu) with _l: 1 ("_k1"): the problem's batch, length and width are template
-                        // arguments of the forward's and the backward's scan kernels (compiled per shape, as the
-                        // service compiles per problem anyway), so their index arithmetic folds into constants;
-                        // such a module runs only the shape it was compiled for. 0: the shape at run time
+  int baked = 0;        // kChunked (samu) with _l, kLookback (rglru) with _o2 / _o3, kLookbackSmem (linear_scan):
+                        // 1 ("_k1"): the problem's batch, length and width are template arguments of the forward's
+                        // and the backward's scan kernels (compiled per shape, as the service compiles per problem
+                        // anyway), so their index arithmetic folds into constants; such a module runs only the
+                        // shape it was compiled for. 0: the shape at run time
   int fixed_sums = 0;   // kTimeScan (selective_scan): 1 ("_f1"): the backward writes its reductions (dBm, dCm over
                         // the channel groups, dA, dDv, ddelta_bias over the batch) as partials per block, which
                         // its finalize sums in a fixed order (Deterministic); 0: float atomics

@@ -24,7 +24,7 @@ struct CompileRequest {
   SsmOptions ssm;  // selective_scan: N and options (template arguments of its instances)
   int cc_major = 9;
   int cc_minor = 0;
-  Shape shape;     // the problem's: template arguments of the variants that bake it in (samu `_k1`)
+  Shape shape;     // the problem's: template arguments of the variants that bake it in (`_k1`)
 };
 
 struct CompileResult {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstddef>
+#include <limits>
 #include <utility>
 
 #include "compiler/op_planner.h"
@@ -78,6 +79,10 @@ constexpr SmemPoint kLaterOrderPoints[] = {
 // fwd_bwd winners' twins, and tile 512 (half the round trips per chain; its
 // _o2 does not spill, where t128's 16-bit _o2 spills 8-24 bytes).
 constexpr SmemPoint kChainedPoints[] = {{128, 64, 256, 3}, {256, 64, 256, 3}, {256, 64, 512, 2}};
+// _k1: the problem's B, L and W as the scans' last template arguments (scan::WithShape; a module per shape), as
+// samu's `chunked` _l..._k1 (bench/NOTES.md session 32): twins of the fwd_bwd winner (t256_o3) and of the two
+// forward winners (t128 _o3, _o5).
+constexpr SmemPoint kBakedPoints[] = {{128, 64, 256, 3}, {256, 64, 256, 3}, {128, 64, 256, 5}};
 
 // lookbackpipe: {threads, strip, tile, blocks per SM (at most)}, all vec 4.
 // bf16 per block: two buffers of 2 (fwd) / 3 (bwd) x strip x tile x 2 B.
@@ -301,6 +306,10 @@ std::vector<Variant> EnumerateVariants(Op op, bool include_test_variants) {
     variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
                         .tile = k.tile, .order = k.order, .chained = 1});
   }
+  for (const SmemPoint& k : kBakedPoints) {
+    variants.push_back({.algorithm = Algorithm::kLookbackSmem, .vec = 4, .threads = k.threads, .strip = k.strip,
+                        .tile = k.tile, .order = k.order, .baked = 1});
+  }
   for (const PipeKnobs& k : kPipeVariants) {
     variants.push_back({.algorithm = Algorithm::kLookbackPipe, .vec = kPipeVec, .threads = k.threads, .strip = k.strip,
                         .tile = k.tile, .blocks_per_sm = k.blocks_per_sm});
@@ -403,6 +412,14 @@ Status CanImplement(const Variant& v, const Problem& problem, const DeviceLimits
         return InvalidArgument("_d" + std::to_string(v.chained) +
                                ": _d1 (the chained look-back) needs lookbacksmem's packed look-back (_o2 or later)");
       }
+      if (v.baked != 0) {
+        if (pipe || v.baked != 1) {
+          return InvalidArgument("_k" + std::to_string(v.baked) + ": _k1 (the shape baked in) is lookbacksmem's");
+        }
+        if (!Bakeable(s)) {
+          return InvalidArgument("_k1 bakes B, L and W into int template arguments: each from 1 to 2^31 - 1");
+        }
+      }
       if (pipe && (v.blocks_per_sm < 1 || v.blocks_per_sm > kMaxPipeBlocksPerSm)) {
         return InvalidArgument("blocks per SM " + std::to_string(v.blocks_per_sm) + " not in [1, " +
                                std::to_string(kMaxPipeBlocksPerSm) + "]");
@@ -466,9 +483,14 @@ std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, c
       return {Instance("linear_scan_fwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items}),
               Instance("linear_scan_bwd_lookback", dtype, {v.vec, v.threads, v.segments, v.items})};
     case Algorithm::kLookbackSmem: {
-      // _d1 adds the kernels' CHAINED argument (the others keep their names, and their cached cubins).
+      // _d1 adds the kernels' CHAINED argument (the others keep their names, and their cached cubins); _k1
+      // spells it out, then B, L and W (scan::WithShape).
+      if (v.baked != 0 && !Bakeable(shape)) return {};
       std::vector<int> args = {v.vec, v.threads, v.strip, v.tile, v.order};
-      if (v.chained != 0) args.push_back(v.chained);
+      if (v.chained != 0 || v.baked != 0) args.push_back(v.chained);
+      if (v.baked != 0) {
+        for (int64_t n : {shape.batch, shape.length, shape.width}) args.push_back(static_cast<int>(n));
+      }
       return {Instance("linear_scan_fwd_lookbacksmem", dtype, args),
               Instance("linear_scan_bwd_lookbacksmem", dtype, args)};
     }
@@ -488,11 +510,18 @@ std::vector<std::string> NameExpressions(const Variant& v, Op op, DType dtype, c
   return {};
 }
 
+bool Bakeable(const Shape& shape) {
+  for (int64_t n : {shape.batch, shape.length, shape.width}) {
+    if (n < 1 || n > std::numeric_limits<int32_t>::max()) return false;
+  }
+  return true;
+}
+
 StatusOr<LaunchPlan> MakePlan(const Variant& v, const Problem& problem, const DeviceLimits& device) {
   if (const OpPlanner* planner = PlannerFor(problem.op)) return planner->MakePlan(v, problem, device);
   RETURN_IF_ERROR(CanImplement(v, problem, device));
   const Shape& s = problem.shape;
-  const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype);
+  const std::vector<std::string> names = NameExpressions(v, problem.op, problem.dtype, {}, s);
   LaunchPlan plan;
   auto add = [&](size_t name_index, const char* phase, int64_t blocks, int threads, uint32_t shared = 0) {
     Launch launch;

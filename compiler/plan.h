@@ -72,6 +72,10 @@ StatusOr<LaunchPlan> MakePlan(const Variant& variant, const Problem& problem, co
 std::vector<std::string> NameExpressions(const Variant& variant, Op op, DType dtype, const SsmOptions& ssm = {},
                                          const Shape& shape = {});
 
+// Whether `_k1` (Variant::baked) can compile for the shape: it bakes B, L and W into int template arguments
+// (scan::WithShape), so each must be in [1, 2^31 - 1].
+bool Bakeable(const Shape& shape);
+
 // The header the operator's NVRTC module includes ("linear_scan.cuh").
 const char* MainHeader(Op op);
 

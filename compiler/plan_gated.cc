@@ -100,6 +100,14 @@ struct ChainedKnobs {
   int segments, items, order;
 };
 constexpr ChainedKnobs kChainedHeld[] = {{8, 8, 3}, {16, 8, 3}, {8, 16, 3}, {16, 16, 3}, {16, 16, 2}, {32, 16, 2}};
+// _k1 (rglru, with the packed look-back): the problem's B, L and W as the last template arguments of the forward
+// and backward scans (scan::WithShape: their index arithmetic and bounds tests fold into constants; a module per
+// shape), as samu's `chunked` _l..._k1 (bench/NOTES.md session 32). Twins of the two _o3 points that won the seed
+// shapes in session 29 ({segments, items}); by name with _o2 and _d1.
+struct BakedKnobs {
+  int segments, items;
+};
+constexpr BakedKnobs kBakedHeld[] = {{8, 16}, {16, 16}};
 
 // _o5 (samu, by name only): the strips of a time tile launched as one
 // thread-block cluster (the tile's W / strip strips, at most kMaxCluster),
@@ -224,13 +232,6 @@ Variant HeldOf(const Variant& v) {
 }
 bool IsChunked(const Variant& v) { return v.algorithm == Algorithm::kChunked; }
 bool IsHybrid(const Variant& v) { return IsChunked(v) && v.strip != 0; }
-// `_k1` bakes a shape into int template arguments: every size from 1 to 2^31 - 1.
-bool Bakeable(const Shape& s) {
-  for (int64_t n : {s.batch, s.length, s.width}) {
-    if (n < 1 || n > std::numeric_limits<int32_t>::max()) return false;
-  }
-  return true;
-}
 // The `lookback` point whose forward a `chunked` _l{strip} runs (gated_layout.h, HybridBase).
 Variant HybridForwardOf(const Variant& v) {
   const int segments = gated::HybridSegments(v.strip);
@@ -339,6 +340,10 @@ class GatedPlannerImpl final : public OpPlanner {
       for (const ChainedKnobs& k : kChainedHeld) {
         variants.push_back({.algorithm = Algorithm::kLookback, .vec = 2, .threads = 256, .segments = k.segments,
                             .items = k.items, .order = k.order, .chained = 1});
+      }
+      for (const BakedKnobs& k : kBakedHeld) {
+        variants.push_back({.algorithm = Algorithm::kLookback, .vec = 2, .threads = 256, .segments = k.segments,
+                            .items = k.items, .order = 3, .baked = 1});
       }
     }
     // Enumerated for both operators (one name list); CanImplement rejects them for rglru.
@@ -574,6 +579,17 @@ class GatedPlannerImpl final : public OpPlanner {
         return InvalidArgument("_d1 (the chained look-back) needs the packed look-back: lookback _o2 or _o3");
       }
     }
+    if (variant.baked != 0) {
+      if (variant.baked != 1) return InvalidArgument("_k" + std::to_string(variant.baked) + ": _k1 or nothing");
+      if (IsSamu(problem.op) || variant.algorithm != Algorithm::kLookback || variant.order < 2 ||
+          variant.order == kClusterOrder) {
+        return InvalidArgument("_k1 on a lookback point is rglru's, with the packed look-back (_o2 or _o3); samu "
+                               "bakes its shape into `chunked` _l{strip}");
+      }
+      if (!Bakeable(problem.shape)) {
+        return InvalidArgument("_k1 bakes B, L and W into int template arguments: each from 1 to 2^31 - 1");
+      }
+    }
     if (IsCluster(variant) && !IsSamu(problem.op)) {
       return InvalidArgument("_o5 (a tile's strips as one cluster, meeting for m_t and dm_t) is samu's; rglru has no "
                              "controller");
@@ -775,9 +791,14 @@ class GatedPlannerImpl final : public OpPlanner {
     } else {
       const int strip = StripOf(v), tile = TileOfLookback(v);
       if (samu && !IsCluster(v)) k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
-      // _d1 adds the kernels' CHAINED argument (the others keep their names, and their cached cubins).
+      // _d1 adds the kernels' CHAINED argument (the others keep their names, and their cached cubins); rglru's
+      // _k1 spells it out, then B, L and W (scan::WithShape).
+      if (v.baked != 0 && !Bakeable(shape)) return {};
       std::vector<int> held = {v.vec, v.threads, strip, tile, v.order};
-      if (v.chained != 0) held.push_back(v.chained);
+      if (v.chained != 0 || v.baked != 0) held.push_back(v.chained);
+      if (v.baked != 0) {
+        for (int64_t n : {shape.batch, shape.length, shape.width}) held.push_back(static_cast<int>(n));
+      }
       k.push_back({Role::kFwdScan, Instance(pre + "_fwd_held", dtype, held)});
       k.push_back({Role::kBwdScan, Instance(pre + "_bwd_held", dtype, held)});
       if (samu) {

@@ -1812,15 +1812,18 @@ constexpr int SamuMinBlocksBwd(int threads, int vec, int strip, int tile) {
 // family starts with griddepcontrol.wait (a no-op in a plain launch).
 
 // CHAINED 1 ("_d1", with ORDER >= 2): the chained look-back (deterministic).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0>
+// KB, KL, KW (`_k1`, with ORDER >= 2): the shape the kernel is compiled for (scan::WithShape); 0: the struct's.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0, long long KB = 0,
+          long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, gated::RgLruMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE)) rglru_fwd_held(const RgLruParams p) {
   static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
-  gated::RgLruForwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER, CHAINED != 0>(p);
+  gated::RgLruForwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER, CHAINED != 0>(scan::WithShape<KB, KL, KW>(p));
 }
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0, long long KB = 0,
+          long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, gated::RgLruMinBlocksBwd<T>(THREADS, VEC, STRIP, TILE)) rglru_bwd_held(const RgLruParams p) {
   static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
-  gated::RgLruBackwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER, CHAINED != 0>(p);
+  gated::RgLruBackwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER, CHAINED != 0>(scan::WithShape<KB, KL, KW>(p));
 }
 template <typename T>
 __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(const SamuParams p) {

@@ -761,18 +761,29 @@ __device__ __forceinline__ void LookbackPipeScan(const LinearScanParams& p) {
 // the 16-bit forward to 64 registers and spilled 2-10 bytes across the
 // look-back (ORDER 2, kept as it was); with it, 74-78 and no spill.
 // CHAINED 1 ("_d1", ORDER >= 2): the chained look-back (deterministic).
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0>
+// KB, KL, KW (`_k1`): the shape the kernel is compiled for (scan::WithShape); 0: the struct's.
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0, long long KB = 0,
+          long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, ORDER >= 3 ? 3 : 0) linear_scan_fwd_lookbacksmem(const LinearScanParams p) {
   static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
-  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, false, ORDER, CHAINED != 0>(p);
+  if constexpr (KB == 0 && KL == 0 && KW == 0) {
+    scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, false, ORDER, CHAINED != 0>(p);
+  } else {
+    scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, false, ORDER, CHAINED != 0>(scan::WithShape<KB, KL, KW>(p));
+  }
 }
 
 // The backward's bound (2 blocks of its 96 KB bf16 tiles): the fp32 t128
 // backward spilled 4 bytes at ORDER 2 without it.
-template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0>
+template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int CHAINED = 0, long long KB = 0,
+          long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, ORDER >= 3 ? 2 : 0) linear_scan_bwd_lookbacksmem(const LinearScanParams p) {
   static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
-  scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, true, ORDER, CHAINED != 0>(p);
+  if constexpr (KB == 0 && KL == 0 && KW == 0) {
+    scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, true, ORDER, CHAINED != 0>(p);
+  } else {
+    scan::LookbackSmemScan<T, VEC, THREADS, STRIP, TILE, true, ORDER, CHAINED != 0>(scan::WithShape<KB, KL, KW>(p));
+  }
 }
 
 // The blocks-per-SM knob only sizes the grid (MakePlan); the kernel is the

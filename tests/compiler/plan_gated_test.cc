@@ -294,7 +294,7 @@ TEST(GatedPlan, SeedShapes) {
         const bool cluster = v.algorithm == Algorithm::kLookback && v.order == 5;
         const bool fixup = samu && (sequential || held) && !fused && !cluster;
         const bool control = samu && !fused && !cluster;
-        const std::vector<std::string> names = NameExpressions(v, op, p.dtype);
+        const std::vector<std::string> names = NameExpressions(v, op, p.dtype, {}, s);  // _k1: the shape's
         // rglru, samu fused and _o5: fwd scan | bwd scan, finalize; samu: control, fwd scan | bwd scan,
         // (sequential, lookback: fix-up,) finalize.
         const size_t kernels = control ? (fixup ? 5u : 4u) : 3u;
@@ -983,6 +983,57 @@ TEST(GatedPlan, ChunkedBakedShape) {
     EXPECT_NE(std::find(all.begin(), all.end(), twin), all.end()) << v.Name();
   }
   EXPECT_EQ(baked, 4);
+}
+
+// rglru's _k1 (lookback with the packed look-back): the same launches as its twin, whose forward and backward
+// scans name CHAINED and then the problem's B, L and W as their last template arguments; the finalize is the
+// twin's. Refused for samu's lookback, without the packed look-back and as _k2.
+TEST(GatedPlan, LookbackBakedShape) {
+  const Problem p = MakeProblem(Op::kRgLru, {4, 2048, 2048});
+  EXPECT_EQ(RoundTrip("lookback_v2_t256_s8_i16_o3_k1").baked, 1);
+  EXPECT_EQ(RoundTrip("lookback_v2_t256_s8_i8_o3_d1_k1").baked, 1);
+  const struct {
+    const char* point;
+    const char* twin;
+    std::vector<std::string> baked;  // fwd scan, bwd scan
+  } cases[] = {
+      {"lookback_v2_t256_s8_i16_o3_k1", "lookback_v2_t256_s8_i16_o3",
+       {"rglru_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 4, 2048, 2048>",
+        "rglru_bwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 4, 2048, 2048>"}},
+      {"lookback_v2_t256_s8_i8_o3_d1_k1", "lookback_v2_t256_s8_i8_o3_d1",
+       {"rglru_fwd_held<__nv_bfloat16, 2, 256, 64, 64, 3, 1, 4, 2048, 2048>",
+        "rglru_bwd_held<__nv_bfloat16, 2, 256, 64, 64, 3, 1, 4, 2048, 2048>"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.point);
+    const LaunchPlan point = PlanOf(c.point, p), twin = PlanOf(c.twin, p);
+    ASSERT_EQ(point.launches.size(), twin.launches.size());
+    std::vector<std::string> baked;
+    for (size_t i = 0; i < point.launches.size(); ++i) {
+      const Launch &a = point.launches[i], &b = twin.launches[i];
+      ExpectSameGeometry(a, b, i);
+      EXPECT_EQ(a.dependent_launch, b.dependent_launch) << i;
+      if (a.name_expression != b.name_expression) baked.push_back(a.name_expression);
+    }
+    EXPECT_EQ(baked, c.baked);
+    EXPECT_EQ(point.workspace_bytes, twin.workspace_bytes);
+    const std::vector<std::string> names = NameExpressions(Parsed(c.point), Op::kRgLru, DType::kBF16, {}, p.shape);
+    EXPECT_NE(NameExpressions(Parsed(c.point), Op::kRgLru, DType::kBF16, {}, Shape{1, 8192, 2560}), names);
+    EXPECT_TRUE(NameExpressions(Parsed(c.point), Op::kRgLru, DType::kBF16).empty());
+  }
+  ExpectRefused({"lookback_v2_t256_s8_i16_o3_k2", "lookback_v2_t256_s8_i16_k1"}, p);
+  ExpectRefused({"lookback_v2_t256_s8_i16_o3_k1"}, MakeProblem(Op::kSamu, {4, 2048, 2048}));
+  // Every enumerated _k1 point is the twin of an enumerated point.
+  const std::vector<Variant> all = EnumerateVariants(Op::kRgLru, false);
+  int baked = 0;
+  for (const Variant& v : all) {
+    if (v.baked == 0) continue;
+    ++baked;
+    Variant twin = v;
+    twin.baked = 0;
+    EXPECT_NE(std::find(all.begin(), all.end(), twin), all.end()) << v.Name();
+  }
+  EXPECT_EQ(baked, 2);
 }
 
 // `chunked` _a1: the rescan adds its partials into the gradients (ATOMIC, its last template argument) and

@@ -1,6 +1,7 @@
 // Enumeration, CanImplement and MakePlan: the design space's size and
 // shape, explicit rejections with their reasons, and plans whose grids
 // cover the problem, with CUDA-legal dimensions and consistent workspaces.
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -357,6 +358,50 @@ TEST(Chained, OnlyThePackedLookBackAndOneMoreTemplateArgument) {
                                       "linear_scan_bwd_lookbacksmem<__nv_bfloat16, 4, 256, 64, 256, 3, 1>"}));
   EXPECT_EQ(NameExpressions(Parsed("lookbacksmem_v4_t256_c64_i256_o3"), Op::kLinearScan, DType::kBF16)[0],
             "linear_scan_fwd_lookbacksmem<__nv_bfloat16, 4, 256, 64, 256, 3>");
+}
+
+// _k1: the same launches as its twin, whose scans name CHAINED and then the problem's B, L and W as their last
+// template arguments; another shape is another module, no shape none. lookbacksmem's only; _k2 refused.
+TEST(Baked, TheShapeAsTheScansLastTemplateArguments) {
+  const DeviceLimits h200;
+  const Problem p = MakeProblem(1, 8192, 2560, DType::kBF16, Mode::kFwdBwd);
+  const Variant baked = Parsed("lookbacksmem_v4_t128_c64_i256_o5_k1");
+  EXPECT_EQ(baked.Name(), "lookbacksmem_v4_t128_c64_i256_o5_k1");
+  EXPECT_EQ(baked.baked, 1);
+  const StatusOr<LaunchPlan> point = MakePlan(baked, p, h200);
+  const StatusOr<LaunchPlan> twin = MakePlan(Parsed("lookbacksmem_v4_t128_c64_i256_o5"), p, h200);
+  ASSERT_TRUE(point.ok()) << point.status().ToString();
+  ASSERT_TRUE(twin.ok()) << twin.status().ToString();
+  ASSERT_EQ(point->launches.size(), 2u);
+  ASSERT_EQ(twin->launches.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(point->launches[i].grid, twin->launches[i].grid) << i;
+    EXPECT_EQ(point->launches[i].block, twin->launches[i].block) << i;
+    EXPECT_EQ(point->launches[i].shared_bytes, twin->launches[i].shared_bytes) << i;
+  }
+  EXPECT_EQ(point->workspace_bytes, twin->workspace_bytes);
+  EXPECT_EQ(point->launches[0].name_expression,
+            "linear_scan_fwd_lookbacksmem<__nv_bfloat16, 4, 128, 64, 256, 5, 0, 1, 8192, 2560>");
+  EXPECT_EQ(point->launches[1].name_expression,
+            "linear_scan_bwd_lookbacksmem<__nv_bfloat16, 4, 128, 64, 256, 5, 0, 1, 8192, 2560>");
+  EXPECT_EQ(NameExpressions(Parsed("lookbacksmem_v4_t256_c64_i256_o3_d1_k1"), Op::kLinearScan, DType::kBF16, {},
+                            Shape{4, 2048, 2048})[1],
+            "linear_scan_bwd_lookbacksmem<__nv_bfloat16, 4, 256, 64, 256, 3, 1, 4, 2048, 2048>");
+  EXPECT_NE(NameExpressions(baked, Op::kLinearScan, DType::kBF16, {}, Shape{4, 2048, 2048}),
+            NameExpressions(baked, Op::kLinearScan, DType::kBF16, {}, p.shape));
+  EXPECT_TRUE(NameExpressions(baked, Op::kLinearScan, DType::kBF16).empty());
+  EXPECT_EQ(CanImplement(Parsed("lookbacksmem_v4_t128_c64_i256_o5_k2"), p, h200).code(), StatusCode::kInvalidArgument);
+  // Every enumerated _k1 point is the twin of an enumerated point.
+  const std::vector<Variant> all = EnumerateVariants(Op::kLinearScan, false);
+  int count = 0;
+  for (const Variant& v : all) {
+    if (v.baked == 0) continue;
+    ++count;
+    Variant unbaked = v;
+    unbaked.baked = 0;
+    EXPECT_NE(std::find(all.begin(), all.end(), unbaked), all.end()) << v.Name();
+  }
+  EXPECT_EQ(count, 3);
 }
 
 TEST(NameExpressions, InstancesPerFamilyAndDtype) {

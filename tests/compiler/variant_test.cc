@@ -97,9 +97,9 @@ TEST(VariantNames, BadNamesAreRejectedWithReasons) {
     const char* says;
   };
   for (const Case& c : {Case{"", "unknown algorithm"}, Case{"bogus_v4", "unknown algorithm"},
-                        Case{"lookback_v4_t256_s8", "expected 4 to 6 knobs"},
+                        Case{"lookback_v4_t256_s8", "expected 4 to 7 knobs"},
                         Case{"lookback_v4_t256_s8_i8_x1", "unexpected 'x1'"},
-                        Case{"lookback_v4_t256_s8_i8_o2_x1", "expected 4 to 6 knobs"},
+                        Case{"lookback_v4_t256_s8_i8_o2_x1", "expected 4 to 7 knobs"},
                         Case{"lookback_t256_v4_s8_i8", "must start with 'v'"},
                         Case{"sequential_v0_t128_p4", "positive integer"},
                         Case{"sequential_v-2_t128_p4", "positive integer"},
@@ -107,7 +107,7 @@ TEST(VariantNames, BadNamesAreRejectedWithReasons) {
                         Case{"chunked_v8_t256_c32_h4_l64", "unexpected 'l64'"},
                         Case{"chunked_v8_t256_c32_h0", "positive integer"},
                         Case{"chunked_v2_t12x_c64", "positive integer"},
-                        Case{"lookbacksmem_v8_t128_c64", "expected 4 to 6 knobs"},
+                        Case{"lookbacksmem_v8_t128_c64", "expected 4 to 7 knobs"},
                         Case{"lookbacksmem_v8_t128_s8_i256", "must start with 'c'"},
                         Case{"test_fault_v2", "unknown algorithm"}}) {
     StatusOr<Variant> parsed = Variant::Parse(c.name);

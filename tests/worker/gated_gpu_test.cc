@@ -127,6 +127,13 @@ TEST(GatedGpuTest, SamuBakedShapeVariantsAreLegal) {
                                    "chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1", "chunked_v8_t256_c64_l32_k1"}));
 }
 
+// rglru lookback _k1 (the two _o3 points also among the enumerated ones): the shape baked into the forward's and
+// the backward's scans; _o2, _o3 and the chained _d1, at partial strips and tiles and the 8192-token chain.
+TEST(GatedGpuTest, RgLruBakedShapeVariantsAreLegal) {
+  VerifyOperator(Op::kRgLru, Named({"lookback_v2_t256_s8_i16_o3_k1", "lookback_v2_t256_s16_i16_o3_k1",
+                                    "lookback_v2_t256_s8_i16_o2_k1", "lookback_v2_t256_s8_i8_o3_d1_k1"}));
+}
+
 // samu `chunked` _b{n} (bf16; _b5 also among the enumerated _y1 points): the
 // look-back forward keeps b at 16 bits in place of its staged x and is
 // compiled for n blocks per SM; with and without _y1, with _h4.
