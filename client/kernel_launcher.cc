@@ -42,6 +42,7 @@ bool KernelLauncher::HasPhase(const std::string& phase) const {
 uint64_t KernelLauncher::workspace_bytes() const { return std::max<uint64_t>(response_.workspace_bytes(), 256); }
 
 StatusOr<std::vector<uint8_t>> KernelLauncher::Pack(ParamValues values, CUdeviceptr workspace) const {
+  RETURN_IF_ERROR(CheckServedSizes(response_, values));
   values.try_emplace("workspace", ParamValue::Pointer(workspace, false));
   return PackParams(response_.params(), response_.params_size_bytes(), values);
 }

@@ -50,7 +50,8 @@ class KernelLauncher {
   uint64_t workspace_bytes() const;
 
   // The by-value parameter struct (PackParams over the served layout). The
-  // "workspace" field gets `workspace` unless `values` names one.
+  // "workspace" field gets `workspace` unless `values` names one. Sizes other
+  // than the served problem's are refused (CheckServedSizes).
   StatusOr<std::vector<uint8_t>> Pack(ParamValues values, CUdeviceptr workspace) const;
 
   // Zeroes the workspace prefix on `stream` where the backend zeroes it once

@@ -5,8 +5,28 @@
 #include <cstring>
 #include <limits>
 #include <set>
+#include <utility>
 
 namespace scantune {
+
+Status CheckServedSizes(const v1::KernelResponse& kernel, const ParamValues& values) {
+  if (!kernel.has_problem()) return Status::Ok();
+  const v1::Problem& p = kernel.problem();
+  const bool ssm = p.op() == "selective_scan";
+  std::vector<std::pair<const char*, int64_t>> sizes = {
+      {"batch", p.shape().batch()}, {"length", p.shape().length()}, {ssm ? "dim" : "width", p.shape().width()}};
+  if (ssm) sizes.emplace_back("state", p.state_dim() != 0 ? p.state_dim() : 16);
+  for (const auto& [name, served] : sizes) {
+    auto it = values.find(name);
+    if (it == values.end() || it->second.kind != ParamValue::Kind::kInteger || it->second.integer == served) continue;
+    return InvalidArgument("parameter field '" + std::string(name) + "' is " + std::to_string(it->second.integer) +
+                           ", but backend " + kernel.variant() + " was served for " + p.op() + " " +
+                           std::to_string(p.shape().batch()) + "x" + std::to_string(p.shape().length()) + "x" +
+                           std::to_string(p.shape().width()) + " (" + name + " " + std::to_string(served) +
+                           "): its launches cover that shape only; ask GetKernel for this one");
+  }
+  return Status::Ok();
+}
 
 bool FieldAllowsNull(const v1::ParamField& field) {
   std::string m = field.meaning();

@@ -47,4 +47,13 @@ bool FieldAllowsNull(const v1::ParamField& field);
 StatusOr<std::vector<uint8_t>> PackParams(const google::protobuf::RepeatedPtrField<v1::ParamField>& layout,
                                           uint32_t params_size, const ParamValues& values);
 
+// The sizes among `values` (batch, length, width; selective_scan's dim and
+// state) against the problem the backend was served for (its response's
+// `problem`): its launches cover that shape only, and a `_k1` kernel has it
+// compiled in, so a struct with other sizes would read and write outside the
+// caller's tensors. INVALID_ARGUMENT naming the field and both values; OK for
+// a response without a problem (a daemon from before the field) and for sizes
+// not given (PackParams names those).
+Status CheckServedSizes(const v1::KernelResponse& kernel, const ParamValues& values);
+
 }  // namespace scantune

@@ -432,6 +432,7 @@ StatusOr<v1::KernelResponse> Engine::Impl::GetKernel(const v1::GetKernelRequest&
   response.set_workspace_zero_bytes(candidate.workspace_zero_bytes());
   response.set_workspace_zero_once(candidate.workspace_zero_once());
   response.set_source_hash(SourceHash());
+  *response.mutable_problem() = ToProto(problem);
   return response;
 }
 

@@ -109,5 +109,42 @@ TEST(PackParams, ServedLinearScanLayoutPacks) {
   }
 }
 
+// CheckServedSizes: the sizes a caller packs against the problem the backend was served for.
+TEST(CheckServedSizes, OtherSizesThanTheServedProblemsAreRefused) {
+  v1::KernelResponse kernel;
+  kernel.set_variant("lookback_v2_t256_s8_i16_o3_k1");
+  const ParamValues sizes = {{"batch", ParamValue::Integer(4)},
+                             {"length", ParamValue::Integer(2048)},
+                             {"width", ParamValue::Integer(1024)},
+                             {"x", ParamValue::Pointer(0x1000)}};
+  EXPECT_TRUE(CheckServedSizes(kernel, sizes).ok());  // no problem served (an older daemon): nothing to check
+  v1::Problem* p = kernel.mutable_problem();
+  p->set_op("rglru");
+  p->mutable_shape()->set_batch(4);
+  p->mutable_shape()->set_length(2048);
+  p->mutable_shape()->set_width(2048);
+  const Status wrong = CheckServedSizes(kernel, sizes);
+  EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
+  for (const char* says : {"'width' is 1024", "lookback_v2_t256_s8_i16_o3_k1", "rglru 4x2048x2048", "width 2048"}) {
+    EXPECT_NE(wrong.message().find(says), std::string::npos) << says << " in: " << wrong.message();
+  }
+  ParamValues right = sizes;
+  right["width"] = ParamValue::Integer(2048);
+  EXPECT_TRUE(CheckServedSizes(kernel, right).ok());
+  right.erase("length");  // a size not given is PackParams's to name
+  EXPECT_TRUE(CheckServedSizes(kernel, right).ok());
+  // selective_scan: D is the shape's width, N its state_dim (0: 16).
+  p->set_op("selective_scan");
+  const ParamValues ssm = {{"batch", ParamValue::Integer(4)},
+                           {"length", ParamValue::Integer(2048)},
+                           {"dim", ParamValue::Integer(2048)},
+                           {"state", ParamValue::Integer(16)}};
+  EXPECT_TRUE(CheckServedSizes(kernel, ssm).ok());
+  p->set_state_dim(32);
+  const Status state = CheckServedSizes(kernel, ssm);
+  EXPECT_EQ(state.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(state.message().find("'state' is 16"), std::string::npos) << state.message();
+}
+
 }  // namespace
 }  // namespace scantune

@@ -65,6 +65,8 @@ class PythonClientTest(unittest.TestCase):
         self.assertTrue(all(launch.phase == "fwd" and launch.entry for launch in kernel.launches))
         self.assertGreater(kernel.params_size_bytes, 0)
         self.assertTrue(kernel.selection.deterministic)
+        served = kernel.problem  # what the cubin and launches are for
+        self.assertEqual((served.op, served.shape.length, served.mode), ("linear_scan", 256, scantune.client.pb.FWD))
 
         records = list(self.client.records(op="linear_scan", page_size=2))
         self.assertGreaterEqual(len(records), 3)  # one per candidate, plus the re-timing's

@@ -130,6 +130,25 @@ class PythonLaunchTest(InvalidArgumentAssertions, unittest.TestCase):
         # A null for a field the struct does not have is nothing to pass (C++: ParamValue::Null()).
         self.assertEqual(scantune.pack_params(kernel, {**values, "dz": None}), scantune.pack_params(kernel, values))
 
+    def test_sizes_other_than_the_served_problems_are_refused(self):
+        for op, (kernel, shape) in self.served.items():
+            with self.subTest(op=op):
+                batch, length, width = (int(n) for n in shape.split("x"))
+                served = kernel.problem
+                self.assertEqual((served.op, served.shape.batch, served.shape.length, served.shape.width),
+                                 (op, batch, length, width))
+                values = values_for(kernel, shape)
+                for name, other in (("batch", batch + 1), ("length", 2 * length), ("width", width - 8)):
+                    self.assertInvalid(lambda: scantune.pack_params(kernel, {**values, name: other}),
+                                       f"parameter field '{name}' is {other}", f"{op} {shape}", kernel.variant)
+        # A response without a problem (a daemon from before the field) is not checked.
+        kernel, shape = self.served["linear_scan"]
+        older = pb.KernelResponse()
+        older.CopyFrom(kernel)
+        older.ClearField("problem")
+        self.assertEqual(len(scantune.pack_params(older, {**values_for(older, shape), "width": 8})),
+                         older.params_size_bytes)
+
     def test_mistyped_values_are_refused(self):
         kernel, shape = self.served["linear_scan"]
         values = values_for(kernel, shape)
@@ -143,7 +162,10 @@ class PythonLaunchTest(InvalidArgumentAssertions, unittest.TestCase):
                                f"parameter field '{name}'", fragment)
 
     def test_integers_and_addresses_must_fit(self):
-        kernel, shape = self.served["linear_scan"]
+        served, shape = self.served["linear_scan"]
+        kernel = pb.KernelResponse()  # without the served problem, whose sizes would refuse these first
+        kernel.CopyFrom(served)
+        kernel.ClearField("problem")
         values = values_for(kernel, shape)
         for good in (2 ** 63 - 1, -2 ** 63, 0):
             packed = scantune.pack_params(kernel, {**values, "length": good})

@@ -81,13 +81,16 @@ TEST(WarpStaging, EnumeratedWhereTheGpuRunSaysAndValidByName) {
   for (const Variant& v : EnumerateVariants(Op::kLinearScan, false)) {
     if (v.algorithm == Algorithm::kLookbackSmem && v.order >= 3) enumerated.insert(v.Name());
   }
-  // (_d1: the o3 points' chained look-back twins, for the deterministic selection.)
+  // (_d1: the o3 points' chained look-back twins, for the deterministic selection; _k1: the shape baked into
+  // the o3 points and t128's o5.)
   EXPECT_EQ(enumerated, (std::set<std::string>{"lookbacksmem_v4_t128_c64_i256_o3", "lookbacksmem_v4_t256_c64_i256_o3",
                                                "lookbacksmem_v4_t128_c64_i256_o5", "lookbacksmem_v4_t128_c64_i256_o7",
                                                "lookbacksmem_v4_t256_c64_i256_o7", "lookbacksmem_v4_t128_c64_i256_o3_d1",
-                                               "lookbacksmem_v4_t256_c64_i256_o3_d1"}));
+                                               "lookbacksmem_v4_t256_c64_i256_o3_d1", "lookbacksmem_v4_t128_c64_i256_o3_k1",
+                                               "lookbacksmem_v4_t256_c64_i256_o3_k1",
+                                               "lookbacksmem_v4_t128_c64_i256_o5_k1"}));
   const std::vector<Variant> vs = WarpStagedVariants();
-  ASSERT_EQ(vs.size(), 11u);
+  ASSERT_EQ(vs.size(), 14u);
   for (const Variant& v : vs) {
     for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
       const Status st = CanImplement(v, Fwd(dtype, 1, 8192, 2560), DeviceLimits());

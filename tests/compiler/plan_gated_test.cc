@@ -147,10 +147,10 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     const std::vector<Variant> all = EnumerateVariants(op, /*include_test_variants=*/true);
     // The tuner times every point: samu's 50 (session 9: the eight `chunked` _l points; session 12: four
     // of them with _y1; session 14: those four with _b5; session 15: three _b5_i32; session 24: two
-    // _b4_i32; session 28: four _l..._d1; session 32: four _k1 twins) are its ceiling; rglru's 25 include six _d1 twins (the chained
-    // look-back, for the deterministic selection).
+    // _b4_i32; session 28: four _l..._d1; session 32: four _k1 twins) are its ceiling; rglru's 27 include six _d1
+    // twins (the chained look-back, for the deterministic selection) and two _k1 twins (session 33).
     EXPECT_GE(all.size(), 10u);
-    EXPECT_LE(all.size(), op == Op::kSamu ? 54u : 25u);
+    EXPECT_LE(all.size(), op == Op::kSamu ? 54u : 27u);
     std::set<std::string> names;
     std::map<Algorithm, int> per_family;
     for (const Variant& v : all) {
@@ -176,23 +176,24 @@ TEST(GatedEnumerate, ThreeFamiliesWithSeveralPointsEachAndNamesRoundTrip) {
     EXPECT_GE(per_family[Algorithm::kLookback], 10);
     // Every lookback point in order 2 (block index, packed look-back, epochs, PDL), four also in
     // order 3 (_o2 with the tanh gate for 16-bit dtypes), one in order 0 (ticket; the baseline).
-    std::map<int, int> orders, chained;
+    std::map<int, int> orders, chained, baked;
     for (const Variant& v : all) {
-      if (v.algorithm == Algorithm::kLookback) ++(v.chained != 0 ? chained : orders)[v.order];
+      if (v.algorithm == Algorithm::kLookback) ++(v.chained != 0 ? chained : v.baked != 0 ? baked : orders)[v.order];
     }
     EXPECT_EQ(orders[2], 6);
     EXPECT_EQ(orders[3], 4);
     EXPECT_EQ(orders[0], 1);
-    // rglru's _d1: the four _o3 points and the two longest tiles at _o2.
+    // rglru's _d1: the four _o3 points and the two longest tiles at _o2; its _k1: two _o3 points.
     EXPECT_EQ(chained[3], op == Op::kSamu ? 0 : 4);
     EXPECT_EQ(chained[2], op == Op::kSamu ? 0 : 2);
+    EXPECT_EQ(baked[3], op == Op::kSamu ? 0 : 2);
     EXPECT_STREQ(MainHeader(op), "gated_scan.cuh");
   }
   // The same names for both operators (the variants table is keyed by (op, name)), plus samu's `chunked`
-  // and rglru's _d1.
+  // and rglru's _d1 and _k1.
   std::vector<std::string> rglru, samu;
   for (const Variant& v : EnumerateVariants(Op::kRgLru, false)) {
-    if (v.chained == 0) rglru.push_back(v.Name());
+    if (v.chained == 0 && v.baked == 0) rglru.push_back(v.Name());
   }
   for (const Variant& v : EnumerateVariants(Op::kSamu, false)) {
     if (v.algorithm != Algorithm::kChunked) samu.push_back(v.Name());

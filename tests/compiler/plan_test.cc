@@ -114,7 +114,7 @@ TEST(CanImplement, TestVariantsRunAnywhereByName) {
 
 void ExpectPlanCovers(const Variant& v, const Problem& p, const LaunchPlan& plan) {
   const Shape& s = p.shape;
-  const std::vector<std::string> names = NameExpressions(v, p.op, p.dtype);
+  const std::vector<std::string> names = NameExpressions(v, p.op, p.dtype, {}, s);  // _k1: the shape's
   std::set<std::string> known(names.begin(), names.end());
   for (const Launch& launch : plan.launches) {
     SCOPED_TRACE(v.Name() + " " + p.Key() + " " + launch.name_expression);

@@ -137,6 +137,29 @@ def _address(value, where):
     return value
 
 
+def check_served_sizes(kernel, values):
+    """The sizes among `values` (batch, length, width; selective_scan's dim
+    and state) against the problem the kernel was served for (the
+    response's `problem`): its launches cover that shape only, and a `_k1`
+    kernel has it compiled in, so other sizes would read and write outside
+    the caller's tensors. INVALID_ARGUMENT naming the field and both values.
+    Nothing to check without a problem (a daemon from before the field) or
+    where a size is not given (pack_params names those)."""
+    if not kernel.HasField("problem"):
+        return
+    p = kernel.problem
+    ssm = p.op == "selective_scan"
+    served = {"batch": p.shape.batch, "length": p.shape.length, "dim" if ssm else "width": p.shape.width}
+    if ssm:
+        served["state"] = p.state_dim or 16
+    for name, want in served.items():
+        got = values.get(name)
+        if isinstance(got, int) and not isinstance(got, bool) and got != want:
+            raise _invalid(f"parameter field '{name}' is {got}, but backend {kernel.variant} was served for {p.op} "
+                           f"{p.shape.batch}x{p.shape.length}x{p.shape.width} ({name} {want}): its launches cover "
+                           f"that shape only; ask get_kernel for this one")
+
+
 def pack_params(kernel, values):
     """The by-value parameter struct of `kernel` (a KernelResponse) as
     params_size_bytes bytes, packed BY FIELD NAME from its served layout:
@@ -147,7 +170,9 @@ def pack_params(kernel, values):
     the field for a field without a value, a value without a field, a
     duplicate field, a pointer where an integer goes or vice versa, an
     integer that does not fit its 4 or 8 bytes, a refused null, or a field
-    past the struct's end. Needs no driver."""
+    past the struct's end; sizes other than the served problem's
+    (check_served_sizes). Needs no driver."""
+    check_served_sizes(kernel, values)
     size = kernel.params_size_bytes
     if not kernel.params:
         raise _invalid(f"backend {kernel.variant} serves no parameter layout")
