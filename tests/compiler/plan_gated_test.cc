@@ -927,114 +927,76 @@ TEST(GatedPlan, ChunkedPersistentForward) {
   ExpectRefused({"chunked_v8_t256_c32_l64_y1_p4", "chunked_v8_t256_c32_l64_y1_b4_p5"}, p);
 }
 
-// _k1: the same launches as its twin, whose scan kernels (held forward, backward agg and rescan) name the
-// problem's B, L and W as their last template arguments (every earlier one spelled out); the other kernels
-// are the twin's. A module compiled for one shape is another module at the next.
+// A _k1 point against its twin at `p`: the same launches (geometry, PDL, workspace) but for the kernels that
+// bake the shape, whose names (the problem's B, L and W as their last template arguments) must be `baked`, in
+// launch order. Another shape gives other instances; no shape none (its compile fails: "no kernels").
+void ExpectBakedTwin(const char* point, const char* twin, const Problem& p, const std::vector<std::string>& baked) {
+  SCOPED_TRACE(point);
+  EXPECT_EQ(RoundTrip(point).baked, 1);
+  const LaunchPlan a = PlanOf(point, p), b = PlanOf(twin, p);
+  ASSERT_EQ(a.launches.size(), b.launches.size());
+  std::vector<std::string> differ;
+  for (size_t i = 0; i < a.launches.size(); ++i) {
+    ExpectSameGeometry(a.launches[i], b.launches[i], i);
+    EXPECT_EQ(a.launches[i].dependent_launch, b.launches[i].dependent_launch) << i;
+    if (a.launches[i].name_expression != b.launches[i].name_expression) differ.push_back(a.launches[i].name_expression);
+  }
+  EXPECT_EQ(differ, baked);
+  EXPECT_EQ(a.workspace_bytes, b.workspace_bytes);
+  const std::vector<std::string> names = NameExpressions(Parsed(point), p.op, p.dtype, {}, p.shape);
+  for (const std::string& name : baked) EXPECT_NE(std::find(names.begin(), names.end(), name), names.end());
+  const std::vector<std::string> other = NameExpressions(Parsed(point), p.op, p.dtype, {}, Shape{1, 8192, 2560});
+  ASSERT_EQ(other.size(), names.size());
+  EXPECT_NE(other, names);
+  EXPECT_TRUE(NameExpressions(Parsed(point), p.op, p.dtype).empty());
+}
+
+// How many _k1 points the operator enumerates, each the twin of an enumerated point.
+int EnumeratedBakedTwins(Op op) {
+  const std::vector<Variant> all = EnumerateVariants(op, false);
+  int baked = 0;
+  for (const Variant& v : all) {
+    if (v.baked == 0) continue;
+    ++baked;
+    Variant twin = v;
+    twin.baked = 0;
+    EXPECT_NE(std::find(all.begin(), all.end(), twin), all.end()) << v.Name();
+  }
+  return baked;
+}
+
+// samu's _k1 (`chunked` _l): the scan kernels (held forward, backward agg and rescan) bake the shape, every
+// earlier template argument spelled out; the other kernels are the twin's.
 TEST(GatedPlan, ChunkedBakedShape) {
   const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
-  EXPECT_EQ(RoundTrip("chunked_v8_t256_c32_l64_y1_k1").baked, 1);
-  EXPECT_EQ(RoundTrip("chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1").baked, 1);
-  const struct {
-    const char* point;
-    const char* twin;
-    std::vector<std::string> baked;  // fwd scan, bwd agg, bwd rescan
-  } cases[] = {
-      {"chunked_v8_t256_c32_l64_y1_k1", "chunked_v8_t256_c32_l64_y1",
-       {"samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 0, 0, 0, 4, 2048, 2048>",
-        "samu_bwd_chunk_agg<__nv_bfloat16, 32, 64, 4, 2048, 2048>",
-        "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 0, 0, 4, 2048, 2048>"}},
-      {"chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1", "chunked_v8_t512_c64_l64_y1_b4_i32_a1",
-       {"samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 4, 0, 0, 4, 2048, 2048>",
-        "samu_bwd_chunk_agg<__nv_bfloat16, 64, 64, 4, 2048, 2048>",
-        "samu_bwd_chunk_scan<__nv_bfloat16, 512, 64, 64, 0, 1, 4, 2048, 2048>"}},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.point);
-    const LaunchPlan point = PlanOf(c.point, p), twin = PlanOf(c.twin, p);
-    ASSERT_EQ(point.launches.size(), twin.launches.size());
-    std::vector<std::string> baked;
-    for (size_t i = 0; i < point.launches.size(); ++i) {
-      const Launch &a = point.launches[i], &b = twin.launches[i];
-      ExpectSameGeometry(a, b, i);
-      EXPECT_EQ(a.dependent_launch, b.dependent_launch) << i;
-      if (a.name_expression != b.name_expression) baked.push_back(a.name_expression);
-    }
-    EXPECT_EQ(baked, c.baked);
-    const std::vector<std::string> names = NameExpressions(Parsed(c.point), Op::kSamu, DType::kBF16, {}, p.shape);
-    for (const std::string& name : c.baked) EXPECT_NE(std::find(names.begin(), names.end(), name), names.end());
-    // Another shape, other instances; no shape, none (its compile fails: "no kernels").
-    const std::vector<std::string> other =
-        NameExpressions(Parsed(c.point), Op::kSamu, DType::kBF16, {}, Shape{1, 8192, 2560});
-    ASSERT_EQ(other.size(), names.size());
-    EXPECT_NE(other, names);
-    EXPECT_TRUE(NameExpressions(Parsed(c.point), Op::kSamu, DType::kBF16).empty());
-  }
+  ExpectBakedTwin("chunked_v8_t256_c32_l64_y1_k1", "chunked_v8_t256_c32_l64_y1", p,
+                  {"samu_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 0, 0, 0, 4, 2048, 2048>",
+                   "samu_bwd_chunk_agg<__nv_bfloat16, 32, 64, 4, 2048, 2048>",
+                   "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 0, 0, 4, 2048, 2048>"});
+  ExpectBakedTwin("chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1", "chunked_v8_t512_c64_l64_y1_b4_i32_a1", p,
+                  {"samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 4, 0, 0, 4, 2048, 2048>",
+                   "samu_bwd_chunk_agg<__nv_bfloat16, 64, 64, 4, 2048, 2048>",
+                   "samu_bwd_chunk_scan<__nv_bfloat16, 512, 64, 64, 0, 1, 4, 2048, 2048>"});
   ExpectRefused({"chunked_v8_t256_c32_l64_y1_k2", "chunked_v8_t256_c32_k1"}, p);
   const Status fp16 = CanImplement(Parsed("chunked_v8_t256_c32_l64_k1"),
                                    MakeProblem(Op::kSamu, {4, 2048, 2048}, DType::kF16, Mode::kFwd), DeviceLimits{});
   EXPECT_TRUE(fp16.ok()) << fp16.ToString();  // any dtype and mode its twin takes
-  // Every enumerated _k1 point is the twin of an enumerated point.
-  const std::vector<Variant> all = EnumerateVariants(Op::kSamu, false);
-  int baked = 0;
-  for (const Variant& v : all) {
-    if (v.baked == 0) continue;
-    ++baked;
-    Variant twin = v;
-    twin.baked = 0;
-    EXPECT_NE(std::find(all.begin(), all.end(), twin), all.end()) << v.Name();
-  }
-  EXPECT_EQ(baked, 4);
+  EXPECT_EQ(EnumeratedBakedTwins(Op::kSamu), 4);
 }
 
-// rglru's _k1 (lookback with the packed look-back): the same launches as its twin, whose forward and backward
-// scans name CHAINED and then the problem's B, L and W as their last template arguments; the finalize is the
-// twin's. Refused for samu's lookback, without the packed look-back and as _k2.
+// rglru's _k1 (lookback with the packed look-back): the forward and backward scans name CHAINED and then the
+// shape; the finalize is the twin's. Refused for samu's lookback, without the packed look-back and as _k2.
 TEST(GatedPlan, LookbackBakedShape) {
   const Problem p = MakeProblem(Op::kRgLru, {4, 2048, 2048});
-  EXPECT_EQ(RoundTrip("lookback_v2_t256_s8_i16_o3_k1").baked, 1);
-  EXPECT_EQ(RoundTrip("lookback_v2_t256_s8_i8_o3_d1_k1").baked, 1);
-  const struct {
-    const char* point;
-    const char* twin;
-    std::vector<std::string> baked;  // fwd scan, bwd scan
-  } cases[] = {
-      {"lookback_v2_t256_s8_i16_o3_k1", "lookback_v2_t256_s8_i16_o3",
-       {"rglru_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 4, 2048, 2048>",
-        "rglru_bwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 4, 2048, 2048>"}},
-      {"lookback_v2_t256_s8_i8_o3_d1_k1", "lookback_v2_t256_s8_i8_o3_d1",
-       {"rglru_fwd_held<__nv_bfloat16, 2, 256, 64, 64, 3, 1, 4, 2048, 2048>",
-        "rglru_bwd_held<__nv_bfloat16, 2, 256, 64, 64, 3, 1, 4, 2048, 2048>"}},
-  };
-  for (const auto& c : cases) {
-    SCOPED_TRACE(c.point);
-    const LaunchPlan point = PlanOf(c.point, p), twin = PlanOf(c.twin, p);
-    ASSERT_EQ(point.launches.size(), twin.launches.size());
-    std::vector<std::string> baked;
-    for (size_t i = 0; i < point.launches.size(); ++i) {
-      const Launch &a = point.launches[i], &b = twin.launches[i];
-      ExpectSameGeometry(a, b, i);
-      EXPECT_EQ(a.dependent_launch, b.dependent_launch) << i;
-      if (a.name_expression != b.name_expression) baked.push_back(a.name_expression);
-    }
-    EXPECT_EQ(baked, c.baked);
-    EXPECT_EQ(point.workspace_bytes, twin.workspace_bytes);
-    const std::vector<std::string> names = NameExpressions(Parsed(c.point), Op::kRgLru, DType::kBF16, {}, p.shape);
-    EXPECT_NE(NameExpressions(Parsed(c.point), Op::kRgLru, DType::kBF16, {}, Shape{1, 8192, 2560}), names);
-    EXPECT_TRUE(NameExpressions(Parsed(c.point), Op::kRgLru, DType::kBF16).empty());
-  }
+  ExpectBakedTwin("lookback_v2_t256_s8_i16_o3_k1", "lookback_v2_t256_s8_i16_o3", p,
+                  {"rglru_fwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 4, 2048, 2048>",
+                   "rglru_bwd_held<__nv_bfloat16, 2, 256, 64, 128, 3, 0, 4, 2048, 2048>"});
+  ExpectBakedTwin("lookback_v2_t256_s8_i8_o3_d1_k1", "lookback_v2_t256_s8_i8_o3_d1", p,
+                  {"rglru_fwd_held<__nv_bfloat16, 2, 256, 64, 64, 3, 1, 4, 2048, 2048>",
+                   "rglru_bwd_held<__nv_bfloat16, 2, 256, 64, 64, 3, 1, 4, 2048, 2048>"});
   ExpectRefused({"lookback_v2_t256_s8_i16_o3_k2", "lookback_v2_t256_s8_i16_k1"}, p);
   ExpectRefused({"lookback_v2_t256_s8_i16_o3_k1"}, MakeProblem(Op::kSamu, {4, 2048, 2048}));
-  // Every enumerated _k1 point is the twin of an enumerated point.
-  const std::vector<Variant> all = EnumerateVariants(Op::kRgLru, false);
-  int baked = 0;
-  for (const Variant& v : all) {
-    if (v.baked == 0) continue;
-    ++baked;
-    Variant twin = v;
-    twin.baked = 0;
-    EXPECT_NE(std::find(all.begin(), all.end(), twin), all.end()) << v.Name();
-  }
-  EXPECT_EQ(baked, 2);
+  EXPECT_EQ(EnumeratedBakedTwins(Op::kRgLru), 2);
 }
 
 // `chunked` _a1: the rescan adds its partials into the gradients (ATOMIC, its last template argument) and
