@@ -572,8 +572,12 @@ int Cli::Kernel(const ArgParser& args) {
     PrintJson(*kernel);
     return kExitOk;
   }
+  const v1::Problem& served = kernel->problem();
   PrintFields(out_, {
                         {"variant", kernel->variant()},
+                        {"problem", served.op() + " " + ShapeText(served.shape()) + " " +
+                                        Lower(v1::DType_Name(served.dtype())) + " " +
+                                        Lower(v1::Mode_Name(served.mode())) + " (the launches run this shape only)"},
                         {"arch", kernel->arch()},
                         {"cubin bytes", std::to_string(kernel->cubin().size()) +
                                             (args.Has("out") ? " (written to " + *args.Get("out") + ")" : "")},

@@ -247,6 +247,7 @@ TEST_F(FakeDaemonTest, KernelReturnsAnNvrtcCubin) {
   ASSERT_EQ(kernel.exit_code, 0) << kernel.err << "\ndaemon log:\n" << daemon_->Log();
   EXPECT_THAT(kernel.out, HasSubstr("entry"));
   EXPECT_THAT(kernel.out, HasSubstr("sm_90"));
+  EXPECT_THAT(kernel.out, HasSubstr("linear_scan 4x2048x2048 bf16 fwd (the launches run this shape only)"));
   std::ifstream file(out, std::ios::binary);
   std::string magic(4, '\0');
   file.read(magic.data(), 4);
@@ -258,6 +259,8 @@ TEST_F(FakeDaemonTest, KernelReturnsAnNvrtcCubin) {
   auto response = ParseJson<v1::KernelResponse>(json.out);
   EXPECT_FALSE(response.cubin().empty());
   EXPECT_GE(response.launches_size(), 2) << "fwd_bwd launches a forward and a backward kernel";
+  EXPECT_EQ(response.problem().shape().width(), 2048);  // the problem it was served for
+  EXPECT_EQ(response.problem().mode(), v1::FWD_BWD);
   EXPECT_GT(response.params_size(), 0);
   for (const v1::KernelLaunch& launch : response.launches()) {
     EXPECT_FALSE(launch.entry().empty());
