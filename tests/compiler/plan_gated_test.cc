@@ -25,6 +25,7 @@
 #include "kernels_src/gated_layout.h"
 #include "kernels_src/rglru_params.h"
 #include "kernels_src/samu_params.h"
+#include "tests/compiler/baked_twins.h"
 
 namespace scantune {
 namespace {
@@ -949,20 +950,6 @@ void ExpectBakedTwin(const char* point, const char* twin, const Problem& p, cons
   ASSERT_EQ(other.size(), names.size());
   EXPECT_NE(other, names);
   EXPECT_TRUE(NameExpressions(Parsed(point), p.op, p.dtype).empty());
-}
-
-// How many _k1 points the operator enumerates, each the twin of an enumerated point.
-int EnumeratedBakedTwins(Op op) {
-  const std::vector<Variant> all = EnumerateVariants(op, false);
-  int baked = 0;
-  for (const Variant& v : all) {
-    if (v.baked == 0) continue;
-    ++baked;
-    Variant twin = v;
-    twin.baked = 0;
-    EXPECT_NE(std::find(all.begin(), all.end(), twin), all.end()) << v.Name();
-  }
-  return baked;
 }
 
 // samu's _k1 (`chunked` _l): the scan kernels (held forward, backward agg and rescan) bake the shape, every
