@@ -637,7 +637,12 @@ __device__ __forceinline__ float SamuBackStepLog2(float k, float z, float hprev,
 // from the x its next step staged (h_{t} = a_t h_{t-1} + s_t i_t beta x_t,
 // the forward's gate), into the h slots the steps read. The sequence's
 // first group starts from h0.
-template <typename T, int THREADS, int CHUNK, int FWD_STRIP, int SAVE, bool ATOMIC>
+//
+// KW > 0 (`_k1`, the width baked in): the group loop's bounds and tokens as
+// 32-bit values, and (with `_a1`) the interior groups' cp.async addresses from
+// them (baked_issue); the unbaked twin's code is the same as before,
+// instruction for instruction.
+template <typename T, int THREADS, int CHUNK, int FWD_STRIP, int SAVE, bool ATOMIC, long long KW = 0>
 __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   constexpr int VEC = kChunkVec;
   using Ring = PackRing<T, kChunkBwdScan>;
@@ -686,7 +691,10 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   }
   const T* __restrict__ dys = static_cast<const T*>(p.dy) + row0;
   T* __restrict__ dxs = static_cast<T*>(p.dx) + row0;
-  const int groups = static_cast<int>((sp_.t1 - sp_.t0 + P - 1) / P);
+  // `_k1` with `_a1`: the group loop's bounds and tokens as 32-bit values held in registers (below). Without
+  // `_a1` the rescan then spilled its controller sums (16-24 bytes) in every group's meeting.
+  constexpr bool kBakedIssue = KW > 0 && SAVE <= 1 && ATOMIC;
+  int groups = static_cast<int>((sp_.t1 - sp_.t0 + P - 1) / P);
   // Every lane of the block wide (rows aligned, W = 8 x the block's threads): the meeting's branch-free instance.
   const bool rows_wide = SamuAligned<T, VEC>(p, true) && static_cast<long long>(blockDim.x) * VEC == p.width;
   // The sums' rows of absent warps (blockDim.x < THREADS), read as zeros by that instance; the first
@@ -695,7 +703,11 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     s_sum[0][warps + e / kSumSlots][e % kSumSlots] = 0.0f;
     s_sum[1][warps + e / kSumSlots][e % kSumSlots] = 0.0f;
   }
-  const int span = static_cast<int>(sp_.t1 - sp_.t0);
+  // The chunk's last token as a 32-bit value (group k's first is t_last - k P).
+  int t_last = static_cast<int>(sp_.t1 - 1);
+  // Opaque to the compiler: held, not rederived from the chunk's 64-bit bounds at every group.
+  if constexpr (kBakedIssue) asm("" : "+r"(groups));
+  const int span = kBakedIssue ? t_last + 1 - static_cast<int>(sp_.t0) : static_cast<int>(sp_.t1 - sp_.t0);
   const long long w = p.width;
   // Group k's rows: its first token is t1 - 1 - k P; x and dy from that row
   // down, h_{t-1} one row further. Interior groups (all P rows inside the
@@ -704,6 +716,32 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   // per-group integer work, ~18 of the rescan's 54 instructions per element
   // in the profile, was mostly 64-bit address math and the shared window.)
   const unsigned pitch = static_cast<unsigned>(blockDim.x * sizeof(typename Ring::P8));  // one step of a slot
+  // `_k1` with `_a1` (kBakedIssue): group k's rows from its first token as a 32-bit value times the baked width
+  // (one wide multiply-add per input), and the slot pitch in the instructions' immediates where the block is
+  // W / 8 threads.
+  constexpr unsigned kPitch = KW > 0 && KW % 256 == 0 ? static_cast<unsigned>(KW / VEC * sizeof(typename Ring::P8)) : 0;
+  const unsigned cpitch = kPitch > 0 ? kPitch : pitch;
+  const unsigned slot0 = ring.sbase + static_cast<unsigned>(tid * sizeof(typename Ring::P8));
+  auto baked_issue = [&](int k) {
+    if (k < groups) {
+      const int rows = span - k * P;  // rows of the group inside the chunk
+      const int t = t_last - k * P;   // its first token; h_{t-1} exists for t >= 1
+      const unsigned dst = slot0 + static_cast<unsigned>(k % D) * (Ring::kIn * P) * cpitch;
+      if (l.wide && rows >= P) {
+        ring.IssueFull(dst, cpitch, xs + t * w, -w);
+        ring.IssueFull(dst + P * cpitch, cpitch, dys + t * w, -w);
+      } else {
+        ring.Issue(k, 0, xs + t * w, -w, rows, l);
+        ring.Issue(k, 1, dys + t * w, -w, rows, l);
+      }
+      if (l.wide && rows >= P && t >= P) {
+        ring.IssueFull(dst + 2 * P * cpitch, cpitch, hs + (t - 1) * w, -w);
+      } else {
+        ring.Issue(k, 2, hs + (t - 1) * w, -w, rows < t ? rows : t, l);
+      }
+    }
+    CpAsyncCommit();
+  };
   auto issue_in = [&](int k) {
     if (k < groups) {
       const long long t = sp_.t1 - 1 - static_cast<long long>(k) * P;  // steps t, t - 1, ...
@@ -750,8 +788,12 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
     CpAsyncCommit();
   };
   auto issue = [&](int k) {
-    issue_in(k);
-    issue_h(k);
+    if constexpr (kBakedIssue) {
+      baked_issue(k);
+    } else {
+      issue_in(k);
+      issue_h(k);
+    }
   };
   // Everything but the carry's u loads while the predecessor (the carry)
   // drains: the first groups' x, dy and h (or y) and the chunk's (r_t, i_t).
@@ -777,7 +819,7 @@ __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   for (int k = 0; k < groups; ++k, dx_row -= P * w) {
     issue(k + D - 1);
     CpAsyncWait<D - 1>();
-    const long long tg = sp_.t1 - 1 - static_cast<long long>(k) * P;
+    const long long tg = kBakedIssue ? t_last - k * P : sp_.t1 - 1 - static_cast<long long>(k) * P;
     // The group's slots (x, dy, h: kSteps apart), once per group.
     typename Ring::P8* const slot = ring.Slot(k, 0, 0);
     const unsigned slot_s = ring.SlotShared(k);
@@ -1045,7 +1087,7 @@ __global__ void __launch_bounds__(gated::kChunkBwdAggThreads, 1) samu_bwd_chunk_
 template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0, int SAVE = 1, int ATOMIC = 0, long long KB = 0,
           long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
-  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE, ATOMIC != 0>(scan::WithShape<KB, KL, KW>(p));
+  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE, ATOMIC != 0, KW>(scan::WithShape<KB, KL, KW>(p));
 }
 template <typename T, int CHUNK, int FWD_STRIP = 0, int CH = gated::kChunkFinalizeChannels>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_chunk_finalize(const SamuParams p) {
