@@ -6,6 +6,7 @@
 #   bash scripts/sass_counts.sh OP DTYPE VARIANT...        e.g. samu bf16 chunked_v8_t256_c32_l64_y1
 # The SASS files stay in ${SASS_OUT:-/tmp/scantune-sass} for reading.
 # Static counts: a loop body counts once. Where time goes needs the GPU (ncu).
+# One group of samu's rescan on its common path: scripts/sass_rescan_path.py FILE.sass.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ $# -lt 3 ]; then
