@@ -4,7 +4,8 @@
 # fwd_bwd tuned at the four seed shapes over the four `_k1` points and their unbaked twins. Session 34 changed
 # the `_k1` `_a1` rescans only (samu_bwd_chunk_scan's issue path: bench/NOTES.md, session 34); the twins and
 # `chunked_v8_t256_c32_l64_y1_k1` are the same SASS as in session 32, so they anchor the comparison in the call.
-# $OUT/call1.tar.gz.
+# $OUT/call1.tar.gz. The rglru / linear_scan `_k1` tuning is session 33's call 2 (`../2026-12-05-s33/call2.sh`, about
+# 9 minutes; its GPU tests repeat part of this call's).
 #   device.run carry=[".bundle"] command="bash bench/results/2026-12-05-s34/call1.sh"
 source "$(dirname "$0")/../../../scripts/gpu_env.sh"
 res=$out/call1 && mkdir -p "$res"
