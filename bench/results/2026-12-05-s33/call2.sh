@@ -6,7 +6,7 @@
 #   device.run carry=[".bundle"] command="bash bench/results/2026-12-05-s33/call2.sh"
 source "$(dirname "$0")/../../../scripts/gpu_env.sh"
 res=$out/call2 && mkdir -p "$res"
-OUT=$res SCANTUNE_CTEST_REGEX='RgLruBakedShape|WorkerGpuTest|GpuDaemonTest|KernelLauncherGpuTest|VerifierGpuTest' \
+OUT=$res SCANTUNE_CTEST_REGEX=${CALL2_TESTS:-'RgLruBakedShape|WorkerGpuTest|GpuDaemonTest|KernelLauncherGpuTest|VerifierGpuTest'} \
   timeout 290 bash scripts/gpu_round.sh tests >"$res/round_tests.log" 2>&1
 grep -E 'Test +#|tests passed|FAILED|Failure' "$res/gpu_tests.log" | head -30
 rg=lookback_v2_t256_s8_i16_o3,lookback_v2_t256_s16_i16_o3
