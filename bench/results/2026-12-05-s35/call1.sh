@@ -3,7 +3,7 @@
 #  1. samu bf16 fwd_bwd tuned at the four seed shapes over the four `_k1` points and their unbaked twins
 #     (session 34's `_a1_k1` rescan), and rglru over its two `_k1` points and their twins, in one database;
 #  2. seed 001's mixer table over those selections (scripts/gpu_mixer.sh --no-tune);
-#  3. with the time left (the call stops by ~330 s: device time is short), GatedGpuTest's two BakedShape suites
+#  3. with the time left (the call stops by ~250 s: device time is short), GatedGpuTest's two BakedShape suites
 #     on the H200 (they passed on an H100 in session 34; VerifierGpuTest passed on one this session).
 # $OUT/call1.tar.gz (mixer.json and mixer_table.txt also beside it).
 #   device.run carry=[".bundle"] command="bash bench/results/2026-12-05-s35/call1.sh"
@@ -37,7 +37,7 @@ rm -f "$res/mixer/scantune-mixer.db"
 cp "$res/mixer/mixer.json" "$res/mixer/mixer_table.txt" "$out/" 2>/dev/null
 grep -E 'shape|rglru|samu|SAMU' "$res/mixer/mixer_table.txt"
 tar -C "$out" -czf "$out/call1.tar.gz" call1
-left=$(( 330 - ($(date +%s) - t0) ))
+left=$(( 250 - ($(date +%s) - t0) ))
 echo "tests with $left s left"
 OUT=$res SCANTUNE_CTEST_REGEX='BakedShape' timeout $(( left > 30 ? left : 15 )) \
   bash scripts/gpu_round.sh tests >"$res/round_tests.log" 2>&1
