@@ -5,6 +5,7 @@
 #  2. seed 001's mixer table over those selections (scripts/gpu_mixer.sh --no-tune);
 #  3. with the time left (the call stops by ~250 s: device time is short), GatedGpuTest's two BakedShape suites
 #     on the H200 (they passed on an H100 in session 34; VerifierGpuTest passed on one this session).
+# CALL1_RGLRU narrows rglru's variants, CALL1_GUARD (s, default 250) when the tests stop.
 # $OUT/call1.tar.gz (mixer.json and mixer_table.txt also beside it).
 #   device.run carry=[".bundle"] command="bash bench/results/2026-12-05-s35/call1.sh"
 source "$(dirname "$0")/../../../scripts/gpu_env.sh"
@@ -16,7 +17,7 @@ $cli devices | tee "$res/devices.txt"
 samu=chunked_v8_t256_c32_l64_y1,chunked_v8_t256_c32_l64_y1_b4_i32_a1,chunked_v8_t512_c64_l64_y1_b4_i32_a1
 samu=$samu,chunked_v8_t256_c128_l64_y1_b5_i32_a1
 samu=$samu,$(echo $samu | sed 's/,/_k1,/g')_k1
-rglru=lookback_v2_t256_s8_i16_o3,lookback_v2_t256_s16_i16_o3,lookback_v2_t256_s8_i16_o3_k1,lookback_v2_t256_s16_i16_o3_k1
+rglru=${CALL1_RGLRU:-lookback_v2_t256_s8_i16_o3,lookback_v2_t256_s16_i16_o3,lookback_v2_t256_s8_i16_o3_k1,lookback_v2_t256_s16_i16_o3_k1}
 for shape in 4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048; do
   for op in samu rglru; do
     vs=$([ $op = samu ] && echo $samu || echo $rglru)
@@ -37,7 +38,7 @@ rm -f "$res/mixer/scantune-mixer.db"
 cp "$res/mixer/mixer.json" "$res/mixer/mixer_table.txt" "$out/" 2>/dev/null
 grep -E 'shape|rglru|samu|SAMU' "$res/mixer/mixer_table.txt"
 tar -C "$out" -czf "$out/call1.tar.gz" call1
-left=$(( 250 - ($(date +%s) - t0) ))
+left=$(( ${CALL1_GUARD:-250} - ($(date +%s) - t0) ))
 echo "tests with $left s left"
 OUT=$res SCANTUNE_CTEST_REGEX='BakedShape' timeout $(( left > 30 ? left : 15 )) \
   bash scripts/gpu_round.sh tests >"$res/round_tests.log" 2>&1
