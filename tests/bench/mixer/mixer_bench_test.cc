@@ -218,6 +218,13 @@ TEST(SeedFigures, TableShowsBothRatios) {
   EXPECT_NE(table.find("shape 4x2048x2048"), std::string::npos) << table;
   EXPECT_NE(table.find("SAMU / RG-LRU fwd_bwd: 0.750"), std::string::npos) << table;
   EXPECT_NE(table.find("seed 001 (NVIDIA H800 PCIe): 0.754"), std::string::npos) << table;
+  // The check column is the RG-LRU gate GEMMs' (not run in a dry run); a SAMU row has no GEMM to check.
+  EXPECT_NE(table.find("gemm check"), std::string::npos) << table;
+  const size_t samu = table.find("  samu ");
+  ASSERT_NE(samu, std::string::npos) << table;
+  const std::string samu_row = table.substr(samu, table.find('\n', samu) - samu);
+  EXPECT_EQ(samu_row.substr(samu_row.size() - 3), "  -") << samu_row;
+  EXPECT_NE(table.find("not run"), std::string::npos) << table;  // the dry run's rglru row
 }
 
 // ---------------------------------------------------------------- GEMM math
