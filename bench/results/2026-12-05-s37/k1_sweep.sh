@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Session 37: does the enumerated `_k1` set (four points, bench/NOTES.md session 32) miss a better samu point?
-# Tunes samu bf16 fwd_bwd at each seed shape over every forward (`_y1` alone, `_b4`, `_b5`, `_b4_i32_a1`,
-# `_b5_i32_a1`) at that shape's plausible rescan geometries, all `_l64_y1 ... _k1`, in one database with the
-# session-36 selections among them (the baseline in the same call, on whatever card this is). Then, on an H200
-# only, h200_checks.sh's checks with the time left. $OUT/sweep.tar.gz (+ checks.tar.gz, block.tar.gz).
+# Session 37: (1) `_w1` (the held forward's warps wait for their own staged rows) against its `_k1` twins, and
+# (2) does the enumerated `_k1` set (four points, bench/NOTES.md session 32) miss a better samu point?
+# Tunes samu bf16 fwd_bwd at each seed shape over the forwards `_b5`, `_b4_i32_a1`, `_b5_i32_a1` and the latter
+# two with `_w1`, at that shape's plausible rescan geometries, all `_l64_y1 ... _k1`, in one database with the
+# session-36 selections among them (the baseline in the same call, on whatever card this is). Then `_w1`'s GPU
+# legality suite, and on an H200 only h200_checks.sh's checks with the time left.
+# $OUT/sweep.tar.gz (+ checks.tar.gz, block.tar.gz).
 #   bash scripts/make_bundle.sh
 #   device.run carry=[".bundle"] command="bash bench/results/2026-12-05-s37/k1_sweep.sh"
 source "$(dirname "$0")/../../../scripts/gpu_env.sh"
@@ -15,7 +17,9 @@ $cli devices | tee "$res/devices.txt"
 points() {  # geometry list -> every forward at each, `_k1`
   local list="" g f
   for g in "$@"; do
-    for f in "" _b4 _b5 _b4_i32_a1 _b5_i32_a1; do list="$list,chunked_v8_${g}_l64_y1${f}_k1"; done
+    for f in _b5_k1 _b4_i32_a1_k1 _b5_i32_a1_k1 _b4_i32_a1_k1_w1 _b5_i32_a1_k1_w1; do
+      list="$list,chunked_v8_${g}_l64_y1${f}"
+    done
   done
   echo "${list#,}"
 }
@@ -38,6 +42,11 @@ echo "sweep: $(( $(date +%s) - t0 )) s"
 grep -E "^ *[0-9]+ +samu " "$res/records_ok.txt" | awk '{print $5, $3, $8, $9, $10}' | sort -k1,1 -k5,5n
 grep -E 'problem|variant|median|runner|margin' "$res/select.txt"
 grep -vE " OK " "$res/records_all.txt" | awk '{print $3, $4, $5}' | sort | uniq -c | head -20
+tar -C "$out" -czf "$out/sweep.tar.gz" sweep
+OUT=$res SCANTUNE_CTEST_REGEX='SamuSegmentWaitVariantsAreLegal' timeout $(( 560 - ($(date +%s) - t0) )) \
+  bash scripts/gpu_round.sh tests >"$res/round_tests.log" 2>&1
+grep -E 'Test +#|tests passed|FAILED|Failure|Timeout' "$res/gpu_tests.log" | head -20
+echo "w1 suite done at $(( $(date +%s) - t0 )) s"
 tar -C "$out" -czf "$out/sweep.tar.gz" sweep
 left=$(( 540 - ($(date +%s) - t0) ))
 echo "checks with $left s left"
