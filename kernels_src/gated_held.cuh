@@ -196,6 +196,13 @@ constexpr int DecayConstBytes(int strip, bool bwd) { return (bwd ? 2 : 1) * stri
 // row product for every chunk and every input (~22-30 issued instructions
 // per 16-byte chunk in the SASS: 8-15 per element of rglru's 3-5 inputs).
 // (A new helper, not a change of StageRows: samu's kernels keep that one.)
+// N mbarriers in static shared memory (one array per kernel that calls it), as a shared-window address.
+template <int N>
+__device__ __forceinline__ unsigned StagingBarriers() {
+  __shared__ unsigned long long s_mbar[N];
+  return static_cast<unsigned>(__cvta_generic_to_shared(s_mbar));
+}
+
 template <typename T, int THREADS, int STRIP, int TILE>
 struct TileStager {
   static constexpr int kE = 16 / int(sizeof(T));
@@ -1096,8 +1103,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   static_assert(!SEGWAIT || (kLanes == 32 && kSteps == 32 && TILE == THREADS && TILE % Stager::kRowStep == 0 &&
                              !PERSIST && !FUSED && ORDER == 3 && BLOCKS > 0),
                 "_w1: a warp per segment of 32 rows (strip 64, vec 2, _i32), one row a thread, the _b forward");
-  __shared__ unsigned long long s_mbar[SEGWAIT ? Stager::kPasses : 1];
-  const unsigned mbar = static_cast<unsigned>(__cvta_generic_to_shared(s_mbar));
+  // The staging passes' mbarriers (SEGWAIT only: the other instances keep their shared memory and code).
+  const auto mbar = [] { return StagingBarriers<Stager::kPasses>(); };
   static_assert(SAVE <= 1 || (kSteps % SAVE == 0 && TILE % SAVE == 0), "saved rows at t = SAVE - 1 mod SAVE");
   static_assert(SAVE != 0 || VEC <= 8, "_y1: a thread's channels inside one 8-channel group");
   extern __shared__ __align__(16) unsigned char smem[];
@@ -1117,12 +1124,11 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   // touched only after the wait. (_o5 and `fused` have no control kernel.)
   constexpr bool kEarly = ORDER >= 2 && !FUSED && !kCluster;
   const bool chunks = ChunkAligned<T>(p.x, p.width);
-  const auto whole = [&](const auto& x) { return chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width; };
   const auto stage = [&](const auto& x, T* dst) {
-    if (whole(x)) {  // whole tiles: as rglru's forward
+    if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
       const Stager st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
       if constexpr (SEGWAIT) {
-        st.StageArrive(dst, static_cast<const T*>(p.x), mbar);
+        st.StageArrive(dst, static_cast<const T*>(p.x), mbar());
       } else {
         st.Stage(dst, static_cast<const T*>(p.x), 0, p.width);
       }
@@ -1202,9 +1208,15 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusFor<T>(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
   LoadRow(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
-  if (SEGWAIT && whole(x)) {  // this warp's rows (staging pass of its last row) and its lanes' s_ri
-    MbarWait(mbar + 8 * ((row0 + kSteps - 1) / Stager::kRowStep), 0);
-    __syncwarp();
+  if constexpr (SEGWAIT) {
+    if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // staged by StageArrive:
+      // this warp's rows (the staging pass of its last row) and its lanes' s_ri
+      MbarWait(mbar() + 8 * ((row0 + kSteps - 1) / Stager::kRowStep), 0);
+      __syncwarp();
+    } else {
+      CpAsyncWait<0>();
+      __syncthreads();
+    }
   } else {
     CpAsyncWait<PERSIST ? 1 : 0>();
     __syncthreads();
@@ -1401,7 +1413,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
       }
     }();
     if constexpr (SEGWAIT) {  // the staging passes' mbarriers, each awaiting every thread once
-      if (threadIdx.x < Stager::kPasses) MbarInit(mbar + 8 * threadIdx.x, THREADS);
+      if (threadIdx.x < Stager::kPasses) MbarInit(mbar() + 8 * threadIdx.x, THREADS);
       __syncthreads();
     }
     stage(x, s_stage);
