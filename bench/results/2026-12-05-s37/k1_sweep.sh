@@ -37,9 +37,9 @@ declare -A more=(
   [1x32768x2048]="$(points "$ab _b5_k1" t256_c64 t512_c128),$(points _b5_k1 t256_c128)"
 )
 shapes="4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048"
-tune() {  # SHAPE LIST TAG
+tune() {  # SHAPE LIST TAG (--force: each part after the first adds to its shape's selection)
   echo "== tune samu $1 ($3)"
-  $cli tune --op samu --shape $1 --dtype bf16 --mode fwd_bwd --variants "$2" --skip-unfit \
+  $cli tune --op samu --shape $1 --dtype bf16 --mode fwd_bwd --variants "$2" --skip-unfit --force \
     2>"$res/tune_$1_$3.progress" | tail -1
 }
 summary() {
@@ -49,15 +49,21 @@ summary() {
     >"$res/by_shape.txt"
   tar -C "$out" -czf "$out/sweep.tar.gz" sweep
 }
-for shape in $shapes; do tune $shape "${first[$shape]}" ab; done
-summary
-cat "$res/by_shape.txt"
-echo "ab done at $(( $(date +%s) - t0 )) s"
-OUT=$res SCANTUNE_CTEST_REGEX='SamuSegmentWaitVariantsAreLegal' timeout $(( guard - 60 - ($(date +%s) - t0) )) \
-  bash scripts/gpu_round.sh tests >"$res/round_tests.log" 2>&1
-grep -E 'Test +#|tests passed|FAILED|Failure|Timeout' "$res/gpu_tests.log" | head -20
-echo "w1 suite done at $(( $(date +%s) - t0 )) s"
-summary
+# SWEEP_PARTS: which of ab (1-2) and more (3) run; both by default.
+parts=${SWEEP_PARTS:-ab more}
+if [[ " $parts " == *" ab "* ]]; then
+  for shape in $shapes; do tune $shape "${first[$shape]}" ab; done
+  summary
+  cat "$res/by_shape.txt"
+  echo "ab done at $(( $(date +%s) - t0 )) s"
+  OUT=$res SCANTUNE_CTEST_REGEX='SamuSegmentWaitVariantsAreLegal' timeout $(( guard - 60 - ($(date +%s) - t0) )) \
+    bash scripts/gpu_round.sh tests >"$res/round_tests.log" 2>&1
+  grep -E 'Test +#|tests passed|FAILED|Failure|Timeout' "$res/gpu_tests.log" | head -20
+  echo "w1 suite done at $(( $(date +%s) - t0 )) s"
+  summary
+fi
+[[ " $parts " == *" more "* ]] || shapes=""
+for shape in $shapes; do tune $shape "${first[$shape]}" baseline; done  # the A/B points again beside the others
 for shape in $shapes; do
   [ $(( $(date +%s) - t0 )) -lt $(( guard - 90 )) ] || { echo "more: stopped before $shape"; break; }
   tune $shape "${more[$shape]}" more
