@@ -252,7 +252,7 @@ const std::vector<Cli::Command>& Cli::Commands() {
        [](ArgParser& p) {
          AddProblemFlags(p);
          p.AddFlag("variants", "A,B,...", "only these variants (default: every one that can run the problem)");
-         p.AddBool("force", "re-tune even if a fresh selection exists");
+         p.AddBool("force", "re-tune even if a fresh selection exists (with --variants: timed beside that selection)");
          p.AddBool("skip-unfit", "leave out the named variants that cannot run this problem (named in the progress)");
          p.AddBool("quiet", "no progress display");
        },

@@ -247,8 +247,25 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
 
   const DeviceLimits limits = DeviceLimits::FromProto(device.info);
   std::vector<Variant> feasible;
-  const std::vector<Variant> all = variants.empty() ? EnumerateVariants(problem.op, options_.enable_test_variants)
-                                                    : variants;
+  std::vector<Variant> all = variants.empty() ? EnumerateVariants(problem.op, options_.enable_test_variants)
+                                              : variants;
+  // A forced tune of named variants: the fresh selections (ordinary and deterministic) join them where absent,
+  // so that they are timed beside them and a narrower list cannot replace a faster selection with a slower one.
+  std::string incumbent_note;
+  if (force && !variants.empty()) {
+    for (bool deterministic : {false, true}) {
+      StatusOr<v1::Selection> held =
+          Selector(store_).Find(model, device.fingerprint, problem, v1::NOT_FOUND, deterministic);
+      if (!held.ok() || held->stale() || held->nearest()) continue;
+      StatusOr<Variant> v = Variant::Parse(held->variant());
+      if (!v.ok() || std::find(all.begin(), all.end(), *v) != all.end()) continue;
+      all.push_back(*v);
+      incumbent_note += (incumbent_note.empty() ? "" : ", ") + held->variant();
+    }
+    if (!incumbent_note.empty()) {
+      incumbent_note = "the fresh selection(s) " + incumbent_note + " timed beside the named variants";
+    }
+  }
   int pruned = 0;
   for (const Variant& v : all) {
     if (CanImplement(v, problem, limits).ok()) {
@@ -272,11 +289,13 @@ StatusOr<v1::Selection> Tuner::Tune(uint64_t job_id, const TuneDevice& device, c
                      " variant(s) skipped: they have failure records under this fingerprint (force retries them)";
     }
   }
-  log->info("job {}: tuning {} on {}: {} candidate(s), {} pruned{}{}", job_id, problem.Key(), model, feasible.size(),
-            pruned, skipped_note.empty() ? "" : "; ", skipped_note);
-  if (progress && !skipped_note.empty()) {
+  log->info("job {}: tuning {} on {}: {} candidate(s), {} pruned{}{}{}{}", job_id, problem.Key(), model,
+            feasible.size(), pruned, skipped_note.empty() ? "" : "; ", skipped_note,
+            incumbent_note.empty() ? "" : "; ", incumbent_note);
+  for (const std::string* note : {&skipped_note, &incumbent_note}) {
+    if (!progress || note->empty()) continue;
     v1::TuneProgress p = Progress(job_id, v1::TuneProgress::COMPILING);
-    p.set_message(skipped_note);
+    p.set_message(*note);
     progress(p);
   }
   if (feasible.empty()) {

@@ -374,6 +374,47 @@ TEST_F(EngineTest, TuneStoresTheDeterministicSelectionBesideTheOrdinaryOne) {
   EXPECT_TRUE(kernel->selection().deterministic());
 }
 
+// A forced tune of named variants times the fresh selections beside them: a narrower list cannot replace a
+// faster selection (or deterministic selection) with a slower one, and the DONE selection says so. A named
+// variant that beats them does replace them.
+TEST_F(EngineTest, ForcedTuneOfNamedVariantsTimesTheFreshSelectionsBesideThem) {
+  ::setenv("SCANTUNE_FAKE_TIMES", "sequential_v2_t128_p2=0.9,chunked_v4_t128_c64=0.5,lookback_v4_t256_s8_i8=0.3", 1);
+  Start();
+  StatusOr<v1::Selection> first = engine_->Tune(TuneOf(SmallProblem(), {kChunked, kLookback}), nullptr);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->variant(), kLookback);
+
+  ProgressLog progress;
+  StatusOr<v1::Selection> forced = engine_->Tune(TuneOf(SmallProblem(), {kSeq}, /*force=*/true), progress.fn());
+  ASSERT_TRUE(forced.ok()) << forced.status().ToString();
+  EXPECT_EQ(forced->variant(), kLookback);
+  EXPECT_EQ(forced->runner_up(), kChunked);
+  EXPECT_NE(forced->record_id(), first->record_id()) << "the incumbent timed again, in this job";
+  bool noted = false;
+  {
+    std::lock_guard<std::mutex> lock(progress.mu);
+    for (const v1::TuneProgress& p : progress.all) {
+      noted = noted || p.message().find("fresh selection(s) lookback_v4_t256_s8_i8, chunked_v4_t128_c64") !=
+                           std::string::npos;
+    }
+  }
+  EXPECT_TRUE(noted) << "progress names the incumbents";
+  v1::SelectRequest select;
+  *select.mutable_problem() = SmallProblem();
+  select.set_deterministic(true);
+  StatusOr<v1::Selection> deterministic = engine_->Select(select);
+  ASSERT_TRUE(deterministic.ok()) << deterministic.status().ToString();
+  EXPECT_EQ(deterministic->variant(), kChunked);
+
+  // A faster named variant still wins a forced tune.
+  engine_.reset();
+  ::setenv("SCANTUNE_FAKE_TIMES", "sequential_v2_t128_p2=0.1,chunked_v4_t128_c64=0.5,lookback_v4_t256_s8_i8=0.3", 1);
+  Start();
+  StatusOr<v1::Selection> faster = engine_->Tune(TuneOf(SmallProblem(), {kSeq}, /*force=*/true), nullptr);
+  ASSERT_TRUE(faster.ok()) << faster.status().ToString();
+  EXPECT_EQ(faster->variant(), kSeq);
+}
+
 // The re-timed deterministic candidate fails its re-timing while the
 // ordinary winner passes: the deterministic selection is decided among the
 // first pass's other deterministic candidates, not dropped.
