@@ -71,9 +71,6 @@ struct Variant {
                         // and the backward's scan kernels (compiled per shape, as the service compiles per problem
                         // anyway), so their index arithmetic folds into constants; such a module runs only the
                         // shape it was compiled for. 0: the shape at run time
-  int seg_wait = 0;     // kChunked (samu) with _l64, _b{n}, _i32 and _k1: 1 ("_w1"): each warp of the look-back
-                        // forward starts its local pass once its own segment's rows are staged (a barrier per
-                        // staging pass), not after a block barrier on the whole tile
   int fixed_sums = 0;   // kTimeScan (selective_scan): 1 ("_f1"): the backward writes its reductions (dBm, dCm over
                         // the channel groups, dA, dDv, ddelta_bias over the batch) as partials per block, which
                         // its finalize sums in a fixed order (Deterministic); 0: float atomics

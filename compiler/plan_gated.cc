@@ -488,15 +488,6 @@ class GatedPlannerImpl final : public OpPlanner {
         return InvalidArgument("_k1 bakes B, L and W into int template arguments: each from 1 to 2^31 - 1");
       }
     }
-    if (v.seg_wait != 0) {
-      if (v.seg_wait != 1) return InvalidArgument("_w" + std::to_string(v.seg_wait) + ": _w1 or nothing");
-      if (v.strip != 64 || v.fwd_blocks == 0 || v.fwd_items != 2 * gated::kHybridItems || v.baked == 0 ||
-          v.blocks_per_sm != 0) {
-        return InvalidArgument(
-            "_w1: the look-back forward's warps wait for their own staged rows at _l64 with _b{n}, _i32 and _k1 "
-            "(a warp per 32-row segment), not _p");
-      }
-    }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {
       return ResourceExhausted("a token row of W " + std::to_string(s.width) + " / vec " + std::to_string(v.vec) +
@@ -749,9 +740,7 @@ class GatedPlannerImpl final : public OpPlanner {
       size_t kept = tail.size();  // _k1 spells every one out
       while (v.baked == 0 && kept > 0 && tail[kept - 1] == defaults[kept - 1]) --kept;
       args.insert(args.end(), tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(kept));
-      std::vector<int> held = baked(args, {});
-      if (v.seg_wait != 0) held.push_back(1);  // after B, L and W (_w1 comes with _k1)
-      k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype, held)});
+      k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype, baked(args, {}))});
       k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, baked({v.chunk, v.strip}, {}))});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
       k.push_back({Role::kBwdCarryLong, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip, 16})});

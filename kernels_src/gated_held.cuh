@@ -196,13 +196,6 @@ constexpr int DecayConstBytes(int strip, bool bwd) { return (bwd ? 2 : 1) * stri
 // row product for every chunk and every input (~22-30 issued instructions
 // per 16-byte chunk in the SASS: 8-15 per element of rglru's 3-5 inputs).
 // (A new helper, not a change of StageRows: samu's kernels keep that one.)
-// N mbarriers in static shared memory (one array per kernel that calls it), as a shared-window address.
-template <int N>
-__device__ __forceinline__ unsigned StagingBarriers() {
-  __shared__ unsigned long long s_mbar[N];
-  return static_cast<unsigned>(__cvta_generic_to_shared(s_mbar));
-}
-
 template <typename T, int THREADS, int STRIP, int TILE>
 struct TileStager {
   static constexpr int kE = 16 / int(sizeof(T));
@@ -229,18 +222,6 @@ struct TileStager {
 #pragma unroll
     for (int i = 0; i < kPasses; ++i) {
       if (TILE % kRowStep == 0 || r0 + i * kRowStep < TILE) CpAsync16(dst + soff + i * kRowStep * STRIP, g);
-      g += step;
-    }
-  }
-  // Stage (shift 0) with pass i's rows, [i kRowStep, (i + 1) kRowStep), announced at the mbarrier
-  // mbar + 8 i once they have landed: every thread arrives there once (the barrier's count is THREADS).
-  __device__ __forceinline__ void StageArrive(T* dst, const T* __restrict__ src, unsigned mbar) const {
-    static_assert(TILE % kRowStep == 0, "every thread stages a chunk in every pass");
-    const T* g = src + goff;
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      CpAsync16(dst + soff + i * kRowStep * STRIP, g);
-      CpAsyncArrive(mbar + 8 * i);
       g += step;
     }
   }
@@ -1089,22 +1070,11 @@ constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
 // tile's local pass.
 // CHAINED (`chunked` _l..._d1): the look-back takes only the predecessor's
 // inclusive state (LookBackPackedLean): the same bits every run.
-// SEGWAIT (`chunked` _w1, with _b, _i32 and _k1): each warp starts its local pass once its own
-// segment's rows have landed, not once the whole tile has: staging pass i (rows [i R, (i + 1) R),
-// R = THREADS / 8 at strip 64) arrives at its own mbarrier, each warp waits for the pass that holds
-// its last row, and its (r_t, i_t) come from its own lanes (one row a lane). The block's first
-// barrier is then the combine's, so a warp's local pass overlaps the later passes' loads.
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1, int BLOCKS = 0,
-          bool PERSIST = false, bool CHAINED = false, bool SEGWAIT = false>
+          bool PERSIST = false, bool CHAINED = false>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, PERSIST ? 2 : 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
-  using Stager = TileStager<T, THREADS, STRIP, TILE>;
-  static_assert(!SEGWAIT || (kLanes == 32 && kSteps == 32 && TILE == THREADS && TILE % Stager::kRowStep == 0 &&
-                             !PERSIST && !FUSED && ORDER == 3 && BLOCKS > 0),
-                "_w1: a warp per segment of 32 rows (strip 64, vec 2, _i32), one row a thread, the _b forward");
-  // The staging passes' mbarriers (SEGWAIT only: the other instances keep their shared memory and code).
-  const auto mbar = [] { return StagingBarriers<Stager::kPasses>(); };
   static_assert(SAVE <= 1 || (kSteps % SAVE == 0 && TILE % SAVE == 0), "saved rows at t = SAVE - 1 mod SAVE");
   static_assert(SAVE != 0 || VEC <= 8, "_y1: a thread's channels inside one 8-channel group");
   extern __shared__ __align__(16) unsigned char smem[];
@@ -1126,12 +1096,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   const bool chunks = ChunkAligned<T>(p.x, p.width);
   const auto stage = [&](const auto& x, T* dst) {
     if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
-      const Stager st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
-      if constexpr (SEGWAIT) {
-        st.StageArrive(dst, static_cast<const T*>(p.x), mbar());
-      } else {
-        st.Stage(dst, static_cast<const T*>(p.x), 0, p.width);
-      }
+      const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
+      st.Stage(dst, static_cast<const T*>(p.x), 0, p.width);
     } else {
       StageRows<T, THREADS, STRIP, TILE>(dst, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base,
                                          0, chunks);
@@ -1170,10 +1136,6 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   constexpr int kRiPerThread = (TILE + THREADS - 1) / THREADS;
   float2 ri_own[kRiPerThread];
   const auto store_ri = [&] {
-    if constexpr (SEGWAIT) {
-      s_ri[row0 + lane] = ri_own[0];
-      return;
-    }
 #pragma unroll
     for (int q = 0; q < kRiPerThread; ++q) {
       const int r = threadIdx.x + q * THREADS;
@@ -1182,9 +1144,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   };
   if constexpr (!FUSED && !kCluster) {
     const float2* __restrict__ ctrl = reinterpret_cast<const float2*>(p.ctrl) + x.b * p.length;
-    if constexpr (SEGWAIT) {  // the lane's row of its own segment
-      ri_own[0] = x.base + row0 + lane < p.length ? __ldg(ctrl + x.base + row0 + lane) : make_float2(0.0f, 0.0f);
-    } else if constexpr (kRiFirst) {
+    if constexpr (kRiFirst) {
 #pragma unroll
       for (int q = 0; q < kRiPerThread; ++q) {
         const int r = threadIdx.x + q * THREADS;
@@ -1208,19 +1168,8 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   for (int j = 0; j < VEC; ++j) sp[j] = -kC * SoftplusFor<T>(sp[j]) * (kLean ? 1.44269504088896341f : 1.0f);
   float carry0[VEC];
   LoadRow(carry0, (x.tile == 0 && p.h0 != nullptr) ? p.h0 + x.b * p.width : nullptr, l);
-  if constexpr (SEGWAIT) {
-    if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // staged by StageArrive:
-      // this warp's rows (the staging pass of its last row) and its lanes' s_ri
-      MbarWait(mbar() + 8 * ((row0 + kSteps - 1) / Stager::kRowStep), 0);
-      __syncwarp();
-    } else {
-      CpAsyncWait<0>();
-      __syncthreads();
-    }
-  } else {
-    CpAsyncWait<PERSIST ? 1 : 0>();
-    __syncthreads();
-  }
+  CpAsyncWait<PERSIST ? 1 : 0>();
+  __syncthreads();
   if constexpr (FUSED) SamuMeetForward<T, THREADS, STRIP, TILE>(p, lay, x, s_in, s_ri);
   if constexpr (kCluster) SamuClusterForward<T, THREADS, STRIP, TILE>(p, x, s_in, s_rows, s_ri);
 
@@ -1412,10 +1361,6 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
         return StartTile<STRIP, TILE, false, ORDER>(p.workspace, s_ticket, p.batch, p.length, p.width);
       }
     }();
-    if constexpr (SEGWAIT) {  // the staging passes' mbarriers, each awaiting every thread once
-      if (threadIdx.x < Stager::kPasses) MbarInit(mbar() + 8 * threadIdx.x, THREADS);
-      __syncthreads();
-    }
     stage(x, s_stage);
     CpAsyncCommit();
     if constexpr (kEarly) {  // StartTile's ORDER >= 2 path, after the staging
@@ -1888,14 +1833,13 @@ __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(co
 }
 // CHAINED 1 (`chunked` _l..._d1, ORDER >= 2): the chained look-back (a deterministic forward).
 // KB, KL, KW (`_k1`): the shape the kernel is compiled for (scan::WithShape); 0: the struct's.
-// SEGWAIT 1 (`chunked` _w1): each warp waits for its own segment's staged rows only (SamuForwardHeld).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int BLOCKS = 0, int PERSIST = 0,
-          int CHAINED = 0, long long KB = 0, long long KL = 0, long long KW = 0, int SEGWAIT = 0>
+          int CHAINED = 0, long long KB = 0, long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, BLOCKS > 0 ? BLOCKS : gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE))
     samu_fwd_held(const SamuParams p) {
   static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS, PERSIST != 0, CHAINED != 0,
-                         SEGWAIT != 0>(scan::WithShape<KB, KL, KW>(p));
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS, PERSIST != 0, CHAINED != 0>(
+      scan::WithShape<KB, KL, KW>(p));
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)

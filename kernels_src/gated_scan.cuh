@@ -362,27 +362,6 @@ __device__ __forceinline__ void CpAsyncWait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
-// ---- mbarriers (a staging pass's completion, awaited by the warps that read its rows) ----
-// s: shared-window addresses of 8-byte mbarriers.
-__device__ __forceinline__ void MbarInit(unsigned s, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(s), "r"(count) : "memory");
-}
-// Every cp.async this thread issued so far arrives at the mbarrier once it has
-// landed. .noinc: the barrier's count already holds this arrival.
-__device__ __forceinline__ void CpAsyncArrive(unsigned s) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(s) : "memory");
-}
-// Waits until the mbarrier's phase of this parity has completed.
-__device__ __forceinline__ void MbarWait(unsigned s, unsigned parity) {
-  asm volatile(
-      "{\n\t.reg .pred done;\n"
-      "WAIT:\n\t"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n\t"
-      "@!done bra WAIT;\n\t}" ::"r"(s),
-      "r"(parity)
-      : "memory");
-}
-
 // Copies rows [0, TILE) of one (B, L, W) input into dst[TILE][STRIP]: row r
 // is source time base + r - shift. Rows outside [0, L) and channels past W
 // are staged as 0 (the kernels treat out-of-range steps as the identity

@@ -666,7 +666,7 @@ TEST(GatedPlan, ClusterGeometry) {
 }
 
 // The named _o5 points compile for sm_90 at every dtype without spills.
-// Points run by name, not enumerated: samu _o5 (clusters), `chunked` _h{n} and _w1.
+// Points run by name, not enumerated: samu _o5 (clusters) and `chunked` _h{n}.
 TEST(GatedNvrtc, NamedPointsCompileWithoutSpills) {
   const NvrtcCompiler compiler;
   std::vector<CompileRequest> requests;
@@ -694,15 +694,6 @@ TEST(GatedNvrtc, NamedPointsCompileWithoutSpills) {
     r.variant = Parsed(name);
     r.op = Op::kSamu;
     r.dtype = DType::kBF16;
-    requests.push_back(r);
-  }
-  // _w1 (the held forward's per-segment staging barriers) comes with _k1: compiled for a seed shape.
-  for (const char* name : {"chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1_w1", "chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1_w1"}) {
-    CompileRequest r;
-    r.variant = Parsed(name);
-    r.op = Op::kSamu;
-    r.dtype = DType::kBF16;
-    r.shape = {1, 8192, 2560};
     requests.push_back(r);
   }
   const std::vector<StatusOr<CompileResult>> results = CompileAll(compiler, requests, 2);
@@ -978,29 +969,6 @@ TEST(GatedPlan, ChunkedBakedShape) {
                                    MakeProblem(Op::kSamu, {4, 2048, 2048}, DType::kF16, Mode::kFwd), DeviceLimits{});
   EXPECT_TRUE(fp16.ok()) << fp16.ToString();  // any dtype and mode its twin takes
   EXPECT_EQ(EnumeratedBakedTwins(Op::kSamu), 4);
-}
-
-// samu's _w1 (with _l64, _b{n}, _i32 and _k1): the held forward's warps wait for their own staged rows; its
-// instance names SEGWAIT after the shape, every other launch is the _k1 point's. Not enumerated; refused
-// without any of the four and as _w2.
-TEST(GatedPlan, ChunkedSegmentWait) {
-  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
-  EXPECT_EQ(RoundTrip("chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1_w1").seg_wait, 1);
-  const LaunchPlan a = PlanOf("chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1_w1", p);
-  const LaunchPlan b = PlanOf("chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1", p);
-  ASSERT_EQ(a.launches.size(), b.launches.size());
-  std::vector<std::string> differ;
-  for (size_t i = 0; i < a.launches.size(); ++i) {
-    ExpectSameGeometry(a.launches[i], b.launches[i], i);
-    if (a.launches[i].name_expression != b.launches[i].name_expression) differ.push_back(a.launches[i].name_expression);
-  }
-  EXPECT_EQ(differ, (std::vector<std::string>{
-                        "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 4, 0, 0, 4, 2048, 2048, 1>"}));
-  ExpectRefused({"chunked_v8_t512_c64_l64_y1_b4_i32_a1_w1", "chunked_v8_t512_c64_l64_y1_b4_a1_k1_w1",
-                 "chunked_v8_t512_c64_l64_y1_i32_k1_w1", "chunked_v8_t256_c64_l32_y1_b4_i32_a1_k1_w1",
-                 "chunked_v8_t512_c64_l64_y1_b4_i32_p3_k1_w1", "chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1_w2"},
-                p);
-  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) EXPECT_EQ(v.seg_wait, 0) << v.Name();
 }
 
 // rglru's _k1 (lookback with the packed look-back): the forward and backward scans name CHAINED and then the

@@ -127,14 +127,6 @@ TEST(GatedGpuTest, SamuBakedShapeVariantsAreLegal) {
                                    "chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1", "chunked_v8_t256_c64_l32_k1"}));
 }
 
-// samu `chunked` _w1 (runs by name): the held forward's warps wait for their own segment's staged rows (an
-// mbarrier per staging pass) instead of the whole tile; partial strips and tiles (33, 100, 2050) take the
-// barrier path, whole ones the mbarriers.
-TEST(GatedGpuTest, SamuSegmentWaitVariantsAreLegal) {
-  VerifyOperator(Op::kSamu, Named({"chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1_w1",
-                                   "chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1_w1"}));
-}
-
 // rglru lookback _k1 (the two _o3 points also among the enumerated ones): the shape baked into the forward's and
 // the backward's scans; _o2, _o3 and the chained _d1, at partial strips and tiles and the 8192-token chain.
 TEST(GatedGpuTest, RgLruBakedShapeVariantsAreLegal) {
