@@ -13,7 +13,7 @@ case "$name" in *H200*) ;; *) echo "not an H200: nothing run"; exit 0 ;; esac
 res=$out/checks && mkdir -p "$res"
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,memory.total --format=csv >"$res/gpu.txt"
 start=$(date +%s)
-OUT=$res SCANTUNE_CTEST_REGEX='VerifierGpuTest|RgLruBakedShapeVariantsAreLegal' timeout 400 \
+OUT=$res SCANTUNE_CTEST_REGEX='VerifierGpuTest|RgLruBakedShapeVariantsAreLegal' timeout ${CHECKS_TESTS_S:-400} \
   bash scripts/gpu_round.sh tests >"$res/round.log" 2>&1
 echo "checks: $(( $(date +%s) - start )) s" | tee "$res/elapsed.txt"
 grep -E 'Test +#|tests passed|FAILED|Failure|Timeout' "$res/gpu_tests.log" | head -20
