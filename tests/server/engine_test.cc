@@ -45,6 +45,13 @@ v1::TuneRequest TuneOf(const v1::Problem& problem, const std::vector<std::string
   return request;
 }
 
+v1::SelectRequest SelectOf(const v1::Problem& problem, bool deterministic) {
+  v1::SelectRequest request;
+  *request.mutable_problem() = problem;
+  request.set_deterministic(deterministic);
+  return request;
+}
+
 // Collects progress messages (called from the job thread).
 struct ProgressLog {
   std::mutex mu;
@@ -54,6 +61,16 @@ struct ProgressLog {
       std::lock_guard<std::mutex> lock(mu);
       all.push_back(p);
     };
+  }
+  // Whether a message (only_done: the DONE one) contains `fragment`.
+  bool Said(const std::string& fragment, bool only_done = false) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const auto& p : all) {
+      if ((!only_done || p.stage() == v1::TuneProgress::DONE) && p.message().find(fragment) != std::string::npos) {
+        return true;
+      }
+    }
+    return false;
   }
   std::set<v1::TuneProgress::Stage> stages() {
     std::lock_guard<std::mutex> lock(mu);
@@ -324,20 +341,10 @@ TEST_F(EngineTest, TuneStoresTheDeterministicSelectionBesideTheOrdinaryOne) {
   ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
   EXPECT_EQ(tuned->variant(), kLookback);
   EXPECT_FALSE(tuned->deterministic());
-  bool noted = false;
-  {
-    std::lock_guard<std::mutex> lock(progress.mu);
-    for (const v1::TuneProgress& p : progress.all) {
-      if (p.stage() == v1::TuneProgress::DONE) {
-        noted = p.message().find(std::string("deterministic selection: ") + kChunked) != std::string::npos;
-      }
-    }
-  }
-  EXPECT_TRUE(noted) << "DONE names the deterministic selection";
+  EXPECT_TRUE(progress.Said(std::string("deterministic selection: ") + kChunked, /*only_done=*/true))
+      << "DONE names the deterministic selection";
 
-  v1::SelectRequest select;
-  *select.mutable_problem() = SmallProblem();
-  select.set_deterministic(true);
+  v1::SelectRequest select = SelectOf(SmallProblem(), true);
   StatusOr<v1::Selection> chosen = engine_->Select(select);
   ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
   EXPECT_EQ(chosen->variant(), kChunked);
@@ -390,18 +397,9 @@ TEST_F(EngineTest, ForcedTuneOfNamedVariantsTimesTheFreshSelectionsBesideThem) {
   EXPECT_EQ(forced->variant(), kLookback);
   EXPECT_EQ(forced->runner_up(), kChunked);
   EXPECT_NE(forced->record_id(), first->record_id()) << "the incumbent timed again, in this job";
-  bool noted = false;
-  {
-    std::lock_guard<std::mutex> lock(progress.mu);
-    for (const v1::TuneProgress& p : progress.all) {
-      noted = noted || p.message().find("fresh selection(s) lookback_v4_t256_s8_i8, chunked_v4_t128_c64") !=
-                           std::string::npos;
-    }
-  }
-  EXPECT_TRUE(noted) << "progress names the incumbents";
-  v1::SelectRequest select;
-  *select.mutable_problem() = SmallProblem();
-  select.set_deterministic(true);
+  EXPECT_TRUE(progress.Said("fresh selection(s) lookback_v4_t256_s8_i8, chunked_v4_t128_c64"))
+      << "progress names the incumbents";
+  v1::SelectRequest select = SelectOf(SmallProblem(), true);
   StatusOr<v1::Selection> deterministic = engine_->Select(select);
   ASSERT_TRUE(deterministic.ok()) << deterministic.status().ToString();
   EXPECT_EQ(deterministic->variant(), kChunked);
@@ -426,9 +424,7 @@ TEST_F(EngineTest, DeterministicSelectionSurvivesItsCandidateFailingTheRetiming)
   StatusOr<v1::Selection> tuned = engine_->Tune(TuneOf(SmallProblem(), {kSeq, kChunked, kLookback}), nullptr);
   ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
   EXPECT_EQ(tuned->variant(), kLookback);
-  v1::SelectRequest select;
-  *select.mutable_problem() = SmallProblem();
-  select.set_deterministic(true);
+  v1::SelectRequest select = SelectOf(SmallProblem(), true);
   StatusOr<v1::Selection> chosen = engine_->Select(select);
   ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
   EXPECT_EQ(chosen->variant(), kSeq) << "the re-timing's TIMEOUT rules chunked out";
@@ -451,18 +447,9 @@ TEST_F(EngineTest, NoDeterministicCandidateNoDeterministicSelection) {
   StatusOr<v1::Selection> tuned = engine_->Tune(TuneOf(SmallProblem(), {kLookback}), progress.fn());
   ASSERT_TRUE(tuned.ok()) << tuned.status().ToString();
   EXPECT_EQ(tuned->variant(), kLookback);
-  bool noted = false;
-  {
-    std::lock_guard<std::mutex> lock(progress.mu);
-    for (const v1::TuneProgress& p : progress.all) {
-      noted |= p.stage() == v1::TuneProgress::DONE && p.message() == "no deterministic variant is legal here";
-    }
-  }
-  EXPECT_TRUE(noted);
+  EXPECT_TRUE(progress.Said("no deterministic variant is legal here", /*only_done=*/true));
 
-  v1::SelectRequest select;
-  *select.mutable_problem() = SmallProblem();
-  select.set_deterministic(true);
+  v1::SelectRequest select = SelectOf(SmallProblem(), true);
   StatusOr<v1::Selection> miss = engine_->Select(select);
   ASSERT_FALSE(miss.ok());
   EXPECT_EQ(miss.status().code(), StatusCode::kNotFound);
@@ -482,9 +469,7 @@ TEST_F(EngineTest, DeterministicSelectOverSelectionsTunedBeforeThem) {
   SeedSelection(SmallProblem(256), kSeq, "driver=13000;nvrtc=old;src=old", FakeDeviceInfo());
   SeedSelection(SmallProblem(512), kLookback, "driver=13000;nvrtc=old;src=old", FakeDeviceInfo());
   Start();
-  v1::SelectRequest select;
-  *select.mutable_problem() = SmallProblem(256);
-  select.set_deterministic(true);
+  v1::SelectRequest select = SelectOf(SmallProblem(256), true);
   StatusOr<v1::Selection> sequential = engine_->Select(select);
   ASSERT_TRUE(sequential.ok()) << sequential.status().ToString();
   EXPECT_EQ(sequential->variant(), kSeq);
