@@ -5,6 +5,7 @@
 #     DRAM bytes read / written, L2 hit rate and duration of each samu kernel of the fwd_bwd chain of the
 #     selection at 4x2048x2048 and 1x8192x2560, where x (33.5 / 42 MB) fits the 50 MB L2. The first launches
 #     are the verifier's, in chain order. Kernels are serialized (no PDL overlap): a diagnosis, not a timing.
+#     Then bench/micro/l2_reuse.cu: the same question for plain streaming kernels.
 #  2. On an H200 only: session 37's h200_checks.sh with the time left.
 # $OUT/l2.tar.gz (+ checks.tar.gz, block.tar.gz).
 #   bash scripts/make_bundle.sh
@@ -35,6 +36,8 @@ for job in "4x2048x2048 chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1" "1x8192x2560 ch
     awk -F'","' '{k=$5; sub(/\(.*/, "", k); printf "%-3s %-28s %-28s %-10s %s\n", $1, substr(k, 1, 28), $(NF-2), $(NF-1), $NF}' |
     tr -d '"' | head -100 | tee "$res/digest_$n.txt"
 done
+# The same question without the scans: bench/micro/l2_reuse.cu (a buffer read by one kernel, then by the next).
+nvcc -O3 -arch=sm_90 -o /tmp/l2_reuse "$root/bench/micro/l2_reuse.cu" && timeout 120 /tmp/l2_reuse | tee "$res/l2_reuse.txt"
 tar -C "$out" -czf "$out/l2.tar.gz" l2
 echo "l2 done at $(( $(date +%s) - t0 )) s"
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
