@@ -80,33 +80,42 @@ int main() {
   CHECK(cudaEventCreate(&e0));
   CHECK(cudaEventCreate(&e1));
   const long long flush_chunks = kFlushBytes / 16 / kChunk;
-  std::printf("%8s %-9s %-7s %-11s %10s %10s %8s\n", "MB", "B order", "B", "A / B hint", "cold us", "after A us",
-              "ratio");
-  const char* kHints[] = {"- / -", "last / -", "last / first"};
-  for (long long mb : {8, 16, 24, 32, 40, 48, 64}) {
-    const long long chunks = (mb << 20) / 16 / kChunk;
-    for (int hint : {0, 1, 2})
-    for (int reverse : {0, 1}) {
-      for (int write : {0, 1}) {
-        float med[2];
-        for (int warm : {0, 1}) {
-          std::vector<float> t;
-          for (int s = 0; s < 9; ++s) {
-            Stream<<<flush_chunks, kThreads>>>(flush, nullptr, flush_chunks, 0, sink);
-            if (warm) Stream<<<chunks, kThreads>>>(x, nullptr, chunks, 0, sink, hint > 0 ? 1 : 0);  // A: forward order
-            CHECK(cudaEventRecord(e0));
-            Stream<<<chunks, kThreads>>>(x, write ? y : nullptr, chunks, reverse, sink, hint == 2 ? 2 : 0);  // B
-            CHECK(cudaEventRecord(e1));
-            CHECK(cudaEventSynchronize(e1));
-            float ms;
-            CHECK(cudaEventElapsedTime(&ms, e0, e1));
-            t.push_back(ms * 1000.0f);
+  // Pass 0 with no L2 set-aside for persisting accesses (the default); pass 1 with the largest
+  // (cudaLimitPersistingL2CacheSize), in case evict_last lines only persist there.
+  for (int setaside : {0, 1}) {
+    CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, setaside ? prop.persistingL2CacheMaxSize : 0));
+    size_t limit = 0;
+    CHECK(cudaDeviceGetLimit(&limit, cudaLimitPersistingL2CacheSize));
+    std::printf("persisting L2 set-aside: %zu MB\n", limit >> 20);
+    std::printf("%8s %-9s %-7s %-11s %10s %10s %8s\n", "MB", "B order", "B", "A / B hint", "cold us", "after A us",
+                "ratio");
+    const char* kHints[] = {"- / -", "last / -", "last / first"};
+    for (long long mb : {8, 16, 24, 32, 40, 48, 64}) {
+      const long long chunks = (mb << 20) / 16 / kChunk;
+      for (int hint = setaside ? 1 : 0; hint < 3; ++hint) {
+        for (int reverse : {0, 1}) {
+          for (int write : {0, 1}) {
+            float med[2];
+            for (int warm : {0, 1}) {
+              std::vector<float> t;
+              for (int s = 0; s < 9; ++s) {
+                Stream<<<flush_chunks, kThreads>>>(flush, nullptr, flush_chunks, 0, sink);
+                if (warm) Stream<<<chunks, kThreads>>>(x, nullptr, chunks, 0, sink, hint > 0 ? 1 : 0);  // A
+                CHECK(cudaEventRecord(e0));
+                Stream<<<chunks, kThreads>>>(x, write ? y : nullptr, chunks, reverse, sink, hint == 2 ? 2 : 0);  // B
+                CHECK(cudaEventRecord(e1));
+                CHECK(cudaEventSynchronize(e1));
+                float ms;
+                CHECK(cudaEventElapsedTime(&ms, e0, e1));
+                t.push_back(ms * 1000.0f);
+              }
+              std::sort(t.begin(), t.end());
+              med[warm] = t[t.size() / 2];
+            }
+            std::printf("%8lld %-9s %-7s %-11s %10.1f %10.1f %8.2f\n", mb, reverse ? "reverse" : "same",
+                        write ? "read+wr" : "read", kHints[hint], med[0], med[1], med[1] / med[0]);
           }
-          std::sort(t.begin(), t.end());
-          med[warm] = t[t.size() / 2];
         }
-        std::printf("%8lld %-9s %-7s %-11s %10.1f %10.1f %8.2f\n", mb, reverse ? "reverse" : "same",
-                    write ? "read+wr" : "read", kHints[hint], med[0], med[1], med[1] / med[0]);
       }
     }
   }
