@@ -43,8 +43,7 @@ std::vector<KnobSpec> KnobsOf(Algorithm algorithm) {
               {'p', &Variant::blocks_per_sm, true},
               {'d', &Variant::chained, true},
               {'a', &Variant::atomic_sums, true},
-              {'k', &Variant::baked, true},
-              {'e', &Variant::l2_hints, true}};
+              {'k', &Variant::baked, true}};
     case Algorithm::kLookback:
       return {{'v', &Variant::vec},
               {'t', &Variant::threads},
@@ -194,7 +193,7 @@ size_t VariantHash::operator()(const Variant& v) const {
   size_t h = std::hash<int>()(static_cast<int>(v.algorithm));
   for (int knob : {v.vec, v.threads, v.chunk, v.segments, v.items, v.prefetch, v.strip, v.tile, v.blocks_per_sm,
                    v.order, v.dim_block, v.state_split, v.segment, v.save_every, v.h_from_y,
-                   v.fwd_blocks, v.fwd_items, v.atomic_sums, v.chained, v.fixed_sums, v.baked, v.l2_hints}) {
+                   v.fwd_blocks, v.fwd_items, v.atomic_sums, v.chained, v.fixed_sums, v.baked}) {
     h = h * 1000003u ^ std::hash<int>()(knob);
   }
   return h;

@@ -71,10 +71,6 @@ struct Variant {
                         // and the backward's scan kernels (compiled per shape, as the service compiles per problem
                         // anyway), so their index arithmetic folds into constants; such a module runs only the
                         // shape it was compiled for. 0: the shape at run time
-  int l2_hints = 0;     // kChunked (samu) with _l, _y1 and _k1: 1 ("_e1"): the reads that a later kernel repeats mark
-                        // their lines evict_last in L2 (the control pass's x, the backward agg's dy) and those later
-                        // reads, the last, evict_first (the held forward's x, the rescan's x, dy and y), so that the
-                        // repeated read finds the lines in L2 rather than DRAM
   int fixed_sums = 0;   // kTimeScan (selective_scan): 1 ("_f1"): the backward writes its reductions (dBm, dCm over
                         // the channel groups, dA, dDv, ddelta_bias over the batch) as partials per block, which
                         // its finalize sums in a fixed order (Deterministic); 0: float atomics

@@ -488,14 +488,6 @@ class GatedPlannerImpl final : public OpPlanner {
         return InvalidArgument("_k1 bakes B, L and W into int template arguments: each from 1 to 2^31 - 1");
       }
     }
-    if (v.l2_hints != 0) {
-      if (v.l2_hints != 1) return InvalidArgument("_e" + std::to_string(v.l2_hints) + ": _e1 or nothing");
-      if (v.strip == 0 || v.h_from_y == 0 || v.baked == 0 || v.blocks_per_sm != 0 || v.chained != 0) {
-        return InvalidArgument(
-            "_e1 (L2 eviction priorities on the reads a later kernel repeats) is the look-back forward's and the "
-            "backward's of a _l..._y1 point with _k1, not _p or _d1");
-      }
-    }
     const int64_t rows = RowsThreads(v, s.width);
     if (rows > v.threads) {
       return ResourceExhausted("a token row of W " + std::to_string(s.width) + " / vec " + std::to_string(v.vec) +
@@ -738,9 +730,7 @@ class GatedPlannerImpl final : public OpPlanner {
       const Variant f = HybridForwardOf(v);
       // SAVE: 1 (the default) every h, n (_h{n}) every n-th, 0 (_y1) none but SamuGroupKeepsH's.
       const int save = v.h_from_y != 0 ? 0 : v.save_every;
-      // _e1: every kernel that reads x or dy takes its E argument last (after B, L and W where baked).
-      const int e = v.l2_hints;
-      k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, e != 0 ? std::vector<int>{e} : std::vector<int>{})});
+      k.push_back({Role::kControl, Instance("samu_fwd_control_fast", dtype, {})});
       // samu_fwd_held's SAVE, BLOCKS (_b{n}: b at 16 bits in place of x, n blocks per SM), PERSIST (_p{n}) and
       // CHAINED (_d1), the defaults (1, 0, 0, 0) left off the end.
       std::vector<int> args = {f.vec, f.threads, StripOf(f), TileOfLookback(f), f.order};
@@ -750,22 +740,18 @@ class GatedPlannerImpl final : public OpPlanner {
       size_t kept = tail.size();  // _k1 spells every one out
       while (v.baked == 0 && kept > 0 && tail[kept - 1] == defaults[kept - 1]) --kept;
       args.insert(args.end(), tail.begin(), tail.begin() + static_cast<std::ptrdiff_t>(kept));
-      auto hinted = [e](std::vector<int> args) {
-        if (e != 0) args.push_back(e);
-        return args;
-      };
-      k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype, hinted(baked(args, {})))});
-      k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, hinted(baked({v.chunk, v.strip}, {})))});
+      k.push_back({Role::kFwdScan, Instance("samu_fwd_held", dtype, baked(args, {}))});
+      k.push_back({Role::kBwdAgg, Instance("samu_bwd_chunk_agg", dtype, baked({v.chunk, v.strip}, {}))});
       k.push_back({Role::kBwdCarry, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip})});
       k.push_back({Role::kBwdCarryLong, Instance("samu_chunk_carry", dtype, {v.chunk, 1, v.strip, 16})});
       const bool every_h = v.save_every == 0 && v.h_from_y == 0;
       if (v.atomic_sums != 0) {  // _a1: the rescan adds into the gradients; no finalize
         k.push_back({Role::kBwdScan, Instance("samu_bwd_chunk_scan", dtype,
-                                              hinted(baked({v.threads, v.chunk, v.strip, every_h ? 1 : save, 1}, {})))});
+                                              baked({v.threads, v.chunk, v.strip, every_h ? 1 : save, 1}, {}))});
       } else {
         k.push_back({Role::kBwdScan,
                      v.baked != 0 ? Instance("samu_bwd_chunk_scan", dtype,
-                                             hinted(baked({v.threads, v.chunk, v.strip, every_h ? 1 : save}, {0})))
+                                             baked({v.threads, v.chunk, v.strip, every_h ? 1 : save}, {0}))
                      : every_h    ? Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip})
                                   : Instance("samu_bwd_chunk_scan", dtype, {v.threads, v.chunk, v.strip, save})});
         k.push_back({Role::kFinalize, Instance("samu_bwd_chunk_finalize", dtype, {v.chunk, v.strip})});

@@ -73,26 +73,15 @@ __device__ __forceinline__ void LoadForwardDecays(float (&k)[VEC], const SamuPar
 // copied: the ring needs cp.async.wait_group, never a block barrier. A slot
 // is refilled only after its values were used (the caller issues group
 // k + stages - 1 after consuming group k - 1).
-// HINT (`_e1`): every copy with that L2 eviction priority (L2Hint).
-template <typename T, int PASS, int HINT = kL2Normal>
+template <typename T, int PASS>
 struct PackRing {
   using P8 = Pack<T, kChunkVec>;
   static constexpr int kIn = ChunkInputs(PASS), kSteps = ChunkSteps(PASS);
   static constexpr int kStages = ChunkStages(PASS, int(sizeof(T)));
   P8* base;
   unsigned sbase;  // base in the shared window, converted once (not per cp.async)
-  unsigned long long policy = 0;  // HINT's, made once
   __device__ __forceinline__ explicit PackRing(unsigned char* smem)
-      : base(reinterpret_cast<P8*>(smem)), sbase(static_cast<unsigned>(__cvta_generic_to_shared(smem))) {
-    if constexpr (HINT != kL2Normal) policy = L2Policy<HINT>();
-  }
-  __device__ __forceinline__ void Copy16(unsigned s, const void* gmem) const {
-    if constexpr (HINT == kL2Normal) {
-      CpAsync16Shared(s, gmem);
-    } else {
-      CpAsync16SharedHint(s, gmem, policy);
-    }
-  }
+      : base(reinterpret_cast<P8*>(smem)), sbase(static_cast<unsigned>(__cvta_generic_to_shared(smem))) {}
   __device__ __forceinline__ unsigned Shared(const void* p) const {
     return sbase + static_cast<unsigned>(static_cast<const char*>(p) - reinterpret_cast<const char*>(base));
   }
@@ -111,7 +100,7 @@ struct PackRing {
     if (valid && l.wide) {
 #pragma unroll
       for (int k = 0; k < int(sizeof(P8)) / 16; ++k) {
-        Copy16(Shared(dst) + 16 * k, reinterpret_cast<const char*>(src) + 16 * k);
+        CpAsync16Shared(Shared(dst) + 16 * k, reinterpret_cast<const char*>(src) + 16 * k);
       }
     } else {
       P8 pack;
@@ -130,7 +119,7 @@ struct PackRing {
       for (int i = 0; i < kSteps; ++i) {
 #pragma unroll
         for (int k = 0; k < int(sizeof(P8)) / 16; ++k) {
-          Copy16(Shared(dst + i * blockDim.x) + 16 * k, reinterpret_cast<const char*>(src + i * stride) + 16 * k);
+          CpAsync16Shared(Shared(dst + i * blockDim.x) + 16 * k, reinterpret_cast<const char*>(src + i * stride) + 16 * k);
         }
       }
     } else {
@@ -145,7 +134,7 @@ struct PackRing {
     for (int i = 0; i < kSteps; ++i) {
 #pragma unroll
       for (int k = 0; k < int(sizeof(P8)) / 16; ++k) {
-        Copy16(dst + i * pitch + 16 * k, reinterpret_cast<const char*>(src + i * stride) + 16 * k);
+        CpAsync16Shared(dst + i * pitch + 16 * k, reinterpret_cast<const char*>(src + i * stride) + 16 * k);
       }
     }
   }
@@ -193,10 +182,10 @@ __device__ __forceinline__ void StageControl(float2 (&s_ri)[CHUNK], const SamuPa
 // order, or reversed: a rescan walks the chunks opposite to its local pass,
 // for L2 reuse) and its thread's kChunkVec channels (l.c0 the first); `cols`
 // threads across the channels (at most kChunkColumnThreads; the plan's
-// ChunkColumns). HINT: its ring's (PackRing).
-template <typename T, int PASS, int CHUNK, int FWD_STRIP = 0, int HINT = kL2Normal>
+// ChunkColumns).
+template <typename T, int PASS, int CHUNK, int FWD_STRIP = 0>
 struct ColumnsBlock {
-  using Ring = PackRing<T, PASS, HINT>;
+  using Ring = PackRing<T, PASS>;
   static constexpr int P = Ring::kSteps, D = Ring::kStages;
   Ring ring;
   ChunkedLayout lay;
@@ -478,10 +467,9 @@ __device__ __forceinline__ void SamuChunkCarry(const SamuParams& p) {
 // chunk's tokens (half 0 the later ones), then added: twice the warps of a
 // one-walk block on the same grid (that pass ran at 22% occupancy,
 // latency-bound: Nsight Compute, session 9).
-// HINT (`_e1`: kL2EvictLast): dy's lines kept in L2 for the rescan's read of them.
-template <typename T, int CHUNK, int FWD_STRIP, int HINT = kL2Normal>
+template <typename T, int CHUNK, int FWD_STRIP>
 __device__ __forceinline__ void SamuChunkBackwardAgg(const SamuParams& p) {
-  using Block = ColumnsBlock<T, kChunkBwdAgg, CHUNK, FWD_STRIP, HINT>;
+  using Block = ColumnsBlock<T, kChunkBwdAgg, CHUNK, FWD_STRIP>;
   constexpr int VEC = kChunkVec, P = Block::P, D = Block::D;
   __shared__ float s_S[CHUNK];  // S_t: the chunk's inclusive prefix sums of r_t from t0
   __shared__ float4 s_u2[kChunkColumnThreads][VEC / 4];
@@ -654,14 +642,10 @@ __device__ __forceinline__ float SamuBackStepLog2(float k, float z, float hprev,
 // 32-bit values, and (with `_a1`) the interior groups' cp.async addresses from
 // them (baked_issue); the unbaked twin's code is the same as before,
 // instruction for instruction.
-//
-// HINT (`_e1`: kL2EvictFirst): the copies of x, dy and h (or y), their last
-// reads, leave L2 first (the dy the agg kept there is read from it).
-template <typename T, int THREADS, int CHUNK, int FWD_STRIP, int SAVE, bool ATOMIC, long long KW = 0,
-          int HINT = kL2Normal>
+template <typename T, int THREADS, int CHUNK, int FWD_STRIP, int SAVE, bool ATOMIC, long long KW = 0>
 __device__ __forceinline__ void SamuChunkBackwardScan(const SamuParams& p) {
   constexpr int VEC = kChunkVec;
-  using Ring = PackRing<T, kChunkBwdScan, HINT>;
+  using Ring = PackRing<T, kChunkBwdScan>;
   constexpr int P = Ring::kSteps, D = Ring::kStages;
   static_assert(SAVE <= 1 || (P == 4 && CHUNK % 4 == 0 && ChunkSavedStep(P - 1, SAVE)),
                 "a group's last step's h is saved");
@@ -1096,17 +1080,14 @@ __global__ void __launch_bounds__(gated::kChunkColumnThreads) samu_fwd_chunk_sca
   gated::SamuChunkForwardScan<T, CHUNK, SAVE>(p);
 }
 // KB, KL, KW (`_k1`): the shape the kernel is compiled for (scan::WithShape); 0: the struct's.
-// E (`_e1`, with `_k1`): 1, the L2 eviction priorities (the agg's dy evict_last, the rescan's copies evict_first).
-template <typename T, int CHUNK, int FWD_STRIP = 0, long long KB = 0, long long KL = 0, long long KW = 0, int E = 0>
+template <typename T, int CHUNK, int FWD_STRIP = 0, long long KB = 0, long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(gated::kChunkBwdAggThreads, 1) samu_bwd_chunk_agg(const SamuParams p) {
-  gated::SamuChunkBackwardAgg<T, CHUNK, FWD_STRIP, E != 0 ? gated::kL2EvictLast : gated::kL2Normal>(
-      scan::WithShape<KB, KL, KW>(p));
+  gated::SamuChunkBackwardAgg<T, CHUNK, FWD_STRIP>(scan::WithShape<KB, KL, KW>(p));
 }
 template <typename T, int THREADS, int CHUNK, int FWD_STRIP = 0, int SAVE = 1, int ATOMIC = 0, long long KB = 0,
-          long long KL = 0, long long KW = 0, int E = 0>
+          long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, THREADS <= 256 && sizeof(T) == 2 ? 2 : 1) samu_bwd_chunk_scan(const SamuParams p) {
-  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE, ATOMIC != 0, KW,
-                               E != 0 ? gated::kL2EvictFirst : gated::kL2Normal>(scan::WithShape<KB, KL, KW>(p));
+  gated::SamuChunkBackwardScan<T, THREADS, CHUNK, FWD_STRIP, SAVE, ATOMIC != 0, KW>(scan::WithShape<KB, KL, KW>(p));
 }
 template <typename T, int CHUNK, int FWD_STRIP = 0, int CH = gated::kChunkFinalizeChannels>
 __global__ void __launch_bounds__(gated::kFinalizeThreads) samu_bwd_chunk_finalize(const SamuParams p) {

@@ -225,18 +225,6 @@ struct TileStager {
       g += step;
     }
   }
-  // Stage (shift 0) with an L2 policy on every copy (samu `chunked` _e1: L2Policy).
-  __device__ __forceinline__ void StageHint(T* dst, const T* __restrict__ src, unsigned long long policy) const {
-    const T* g = src + goff;
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(dst + soff));
-#pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      if (TILE % kRowStep == 0 || r0 + i * kRowStep < TILE) {
-        CpAsync16SharedHint(s + static_cast<unsigned>(i * kRowStep * STRIP * int(sizeof(T))), g, policy);
-      }
-      g += step;
-    }
-  }
 };
 
 // The edge instance of a rescan takes its Lanes through a shuffle with
@@ -717,26 +705,13 @@ __device__ __forceinline__ float2 SamuControlOf(const SamuParams& p, float sum) 
                      SigmoidAccurate(fmaf(p.controller[2], m, p.controller[3])));
 }
 
-// 16 bytes by __ldg, or with HINT's L2 policy (L2Policy).
-template <int HINT>
-__device__ __forceinline__ uint4 LoadX16(const uint4* p, unsigned long long policy) {
-  if constexpr (HINT == kL2Normal) {
-    return __ldg(p);
-  } else {
-    return Ldg16Hint(p, policy);
-  }
-}
-
 // One warp per token: m_t = mean_c x by 16-byte loads, kRowBatch16 in flight
 // per lane (a 2048-wide bf16 row is one batch), then (r_t, i_t). Blocks
 // take the tokens last first: the scan after it reads x first tile first,
 // so the rows this pass read last are the ones still in L2 when the scan
 // starts, and the scan's own traffic evicts rows it reads last.
-// HINT (`_e1`: kL2EvictLast): x's lines kept in L2 for the held forward's read of them.
-template <typename T, int HINT = kL2Normal>
+template <typename T>
 __device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
-  unsigned long long policy = 0;
-  if constexpr (HINT != kL2Normal) policy = L2Policy<HINT>();
   const long long token =
       static_cast<long long>(gridDim.x - 1 - blockIdx.x) * kFixupTokensPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -751,11 +726,11 @@ __device__ __forceinline__ void SamuControlFast(const SamuParams& p) {
     for (; c + 32 * (kRowBatch16 - 1) < n; c += 32 * kRowBatch16) {
       uint4 w[kRowBatch16];
 #pragma unroll
-      for (int k = 0; k < kRowBatch16; ++k) w[k] = LoadX16<HINT>(v + c + 32 * k, policy);
+      for (int k = 0; k < kRowBatch16; ++k) w[k] = __ldg(v + c + 32 * k);
 #pragma unroll
       for (int k = 0; k < kRowBatch16; ++k) sum += ChunkSum<T>(w[k]);
     }
-    for (; c < n; c += 32) sum += ChunkSum<T>(LoadX16<HINT>(v + c, policy));
+    for (; c < n; c += 32) sum += ChunkSum<T>(__ldg(v + c));
   } else {
     for (long long c = lane; c < p.width; c += 32) sum += scan::ToFloat(row[c]);
   }
@@ -1095,11 +1070,8 @@ constexpr bool SamuBInSmem(int order, int elem_bytes, int steps, int vec) {
 // tile's local pass.
 // CHAINED (`chunked` _l..._d1): the look-back takes only the predecessor's
 // inclusive state (LookBackPackedLean): the same bits every run.
-// HINT (`chunked` _e1: kL2EvictFirst): whole tiles' x copies, x's last read in
-// the forward, leave L2 first (the rows the control pass kept there are read
-// from it).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, bool FUSED, int ORDER = 0, int SAVE = 1, int BLOCKS = 0,
-          bool PERSIST = false, bool CHAINED = false, int HINT = kL2Normal>
+          bool PERSIST = false, bool CHAINED = false>
 __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   using SP = HeldPlan<T, VEC, THREADS, STRIP, TILE, PERSIST ? 2 : 1>;
   constexpr int kLanes = SP::kLanes, kSegs = SP::kSegs, kSteps = SP::kSteps;
@@ -1125,11 +1097,7 @@ __device__ __forceinline__ void SamuForwardHeld(const SamuParams& p) {
   const auto stage = [&](const auto& x, T* dst) {
     if (chunks && x.base + TILE <= p.length && x.c_strip + STRIP <= p.width) {  // whole tiles: as rglru's forward
       const TileStager<T, THREADS, STRIP, TILE> st((x.b * p.length + x.base) * p.width + x.c_strip, p.width);
-      if constexpr (HINT != kL2Normal) {
-        st.StageHint(dst, static_cast<const T*>(p.x), L2Policy<HINT>());
-      } else {
-        st.Stage(dst, static_cast<const T*>(p.x), 0, p.width);
-      }
+      st.Stage(dst, static_cast<const T*>(p.x), 0, p.width);
     } else {
       StageRows<T, THREADS, STRIP, TILE>(dst, static_cast<const T*>(p.x), p.length, p.width, x.b, x.c_strip, x.base,
                                          0, chunks);
@@ -1857,23 +1825,21 @@ __global__ void __launch_bounds__(THREADS, gated::RgLruMinBlocksBwd<T>(THREADS, 
   static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
   gated::RgLruBackwardHeld<T, VEC, THREADS, STRIP, TILE, ORDER, CHAINED != 0>(scan::WithShape<KB, KL, KW>(p));
 }
-// E (`chunked` _e1): 1, x's loads evict_last (kept in L2 for the held forward).
-template <typename T, int E = 0>
+template <typename T>
 __global__ void __launch_bounds__(gated::kFixupThreads) samu_fwd_control_fast(const SamuParams p) {
   scan::GridDependencyWait();
   scan::LaunchDependents();
-  gated::SamuControlFast<T, E != 0 ? gated::kL2EvictLast : gated::kL2Normal>(p);
+  gated::SamuControlFast<T>(p);
 }
 // CHAINED 1 (`chunked` _l..._d1, ORDER >= 2): the chained look-back (a deterministic forward).
 // KB, KL, KW (`_k1`): the shape the kernel is compiled for (scan::WithShape); 0: the struct's.
-// E (`chunked` _e1, with _k1): 1, x's copies evict_first (the control pass kept x in L2).
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER, int SAVE = 1, int BLOCKS = 0, int PERSIST = 0,
-          int CHAINED = 0, long long KB = 0, long long KL = 0, long long KW = 0, int E = 0>
+          int CHAINED = 0, long long KB = 0, long long KL = 0, long long KW = 0>
 __global__ void __launch_bounds__(THREADS, BLOCKS > 0 ? BLOCKS : gated::SamuMinBlocksFwd<T, ORDER>(THREADS, VEC, STRIP, TILE))
     samu_fwd_held(const SamuParams p) {
   static_assert(CHAINED == 0 || ORDER >= 2, "_d1: the packed look-back's chained form");
-  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS, PERSIST != 0, CHAINED != 0,
-                         E != 0 ? gated::kL2EvictFirst : gated::kL2Normal>(scan::WithShape<KB, KL, KW>(p));
+  gated::SamuForwardHeld<T, VEC, THREADS, STRIP, TILE, false, ORDER, SAVE, BLOCKS, PERSIST != 0, CHAINED != 0>(
+      scan::WithShape<KB, KL, KW>(p));
 }
 template <typename T, int VEC, int THREADS, int STRIP, int TILE, int ORDER>
 __global__ void __launch_bounds__(THREADS, ORDER == 5 ? gated::SamuMinBlocksBwdCluster(THREADS, VEC)

@@ -342,38 +342,6 @@ __device__ __forceinline__ void CpAsync16(void* smem, const void* gmem) {
       "l"(gmem)
       : "memory");
 }
-// ---- L2 eviction priorities (samu `chunked` _e1) -------------------------------
-// A read that a later kernel repeats marks its lines evict_last (kept past the
-// lines of the kernels' streaming in between), and that last read marks them
-// evict_first (gone first once used). kL2Normal: the plain instructions.
-enum L2Hint { kL2Normal = 0, kL2EvictLast = 1, kL2EvictFirst = 2 };
-template <int HINT>
-__device__ __forceinline__ unsigned long long L2Policy() {
-  static_assert(HINT == kL2EvictLast || HINT == kL2EvictFirst, "a policy for a hinted access");
-  unsigned long long policy;
-  if constexpr (HINT == kL2EvictLast) {
-    asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(policy));
-  } else {
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  }
-  return policy;
-}
-// CpAsync16Shared with an L2 policy (L2Policy).
-__device__ __forceinline__ void CpAsync16SharedHint(unsigned s, const void* gmem, unsigned long long policy) {
-  asm volatile(
-      "{\n\t.reg .u64 g;\n\tcvta.to.global.u64 g, %1;\n\tcp.async.cg.shared.global.L2::cache_hint [%0], [g], 16, "
-      "%2;\n\t}" ::"r"(s),
-      "l"(gmem), "l"(policy)
-      : "memory");
-}
-// __ldg of 16 bytes with an L2 policy (L2Policy).
-__device__ __forceinline__ uint4 Ldg16Hint(const uint4* p, unsigned long long policy) {
-  uint4 v;
-  asm volatile("ld.global.nc.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(policy));
-  return v;
-}
 __device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 // 16 bytes of this thread's own shared memory at a shared-window address
 // (no generic-to-shared conversion per access). "memory": ordered after the

@@ -666,7 +666,7 @@ TEST(GatedPlan, ClusterGeometry) {
 }
 
 // The named _o5 points compile for sm_90 at every dtype without spills.
-// Points run by name, not enumerated: samu _o5 (clusters), `chunked` _h{n} and _e1.
+// Points run by name, not enumerated: samu _o5 (clusters) and `chunked` _h{n}.
 TEST(GatedNvrtc, NamedPointsCompileWithoutSpills) {
   const NvrtcCompiler compiler;
   std::vector<CompileRequest> requests;
@@ -694,15 +694,6 @@ TEST(GatedNvrtc, NamedPointsCompileWithoutSpills) {
     r.variant = Parsed(name);
     r.op = Op::kSamu;
     r.dtype = DType::kBF16;
-    requests.push_back(r);
-  }
-  // _e1 (L2 eviction priorities) comes with _k1: compiled for a seed shape.
-  for (const char* name : {"chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1_e1", "chunked_v8_t256_c128_l64_y1_b5_i32_k1_e1"}) {
-    CompileRequest r;
-    r.variant = Parsed(name);
-    r.op = Op::kSamu;
-    r.dtype = DType::kBF16;
-    r.shape = {4, 2048, 2048};
     requests.push_back(r);
   }
   const std::vector<StatusOr<CompileResult>> results = CompileAll(compiler, requests, 2);
@@ -978,32 +969,6 @@ TEST(GatedPlan, ChunkedBakedShape) {
                                    MakeProblem(Op::kSamu, {4, 2048, 2048}, DType::kF16, Mode::kFwd), DeviceLimits{});
   EXPECT_TRUE(fp16.ok()) << fp16.ToString();  // any dtype and mode its twin takes
   EXPECT_EQ(EnumeratedBakedTwins(Op::kSamu), 4);
-}
-
-// samu's _e1 (with _l, _y1 and _k1): L2 eviction priorities on the reads of x and dy. The control, the held
-// forward, the backward agg and the rescan name E = 1 last; the carries and every launch's geometry are the _k1
-// point's. Not enumerated; refused without _l, _y1 or _k1, with _p or _d1, and as _e2.
-TEST(GatedPlan, ChunkedL2Hints) {
-  const Problem p = MakeProblem(Op::kSamu, {4, 2048, 2048});
-  EXPECT_EQ(RoundTrip("chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1_e1").l2_hints, 1);
-  const LaunchPlan a = PlanOf("chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1_e1", p);
-  const LaunchPlan b = PlanOf("chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1", p);
-  ASSERT_EQ(a.launches.size(), b.launches.size());
-  std::vector<std::string> differ;
-  for (size_t i = 0; i < a.launches.size(); ++i) {
-    ExpectSameGeometry(a.launches[i], b.launches[i], i);
-    if (a.launches[i].name_expression != b.launches[i].name_expression) differ.push_back(a.launches[i].name_expression);
-  }
-  EXPECT_EQ(differ, (std::vector<std::string>{
-                        "samu_fwd_control_fast<__nv_bfloat16, 1>",
-                        "samu_fwd_held<__nv_bfloat16, 2, 256, 64, 256, 3, 0, 4, 0, 0, 4, 2048, 2048, 1>",
-                        "samu_bwd_chunk_agg<__nv_bfloat16, 32, 64, 4, 2048, 2048, 1>",
-                        "samu_bwd_chunk_scan<__nv_bfloat16, 256, 32, 64, 0, 1, 4, 2048, 2048, 1>"}));
-  ExpectRefused({"chunked_v8_t256_c32_e1", "chunked_v8_t256_c32_l64_b4_i32_a1_k1_e1",
-                 "chunked_v8_t256_c32_l64_y1_b4_i32_a1_e1", "chunked_v8_t256_c32_l64_y1_b4_i32_p3_k1_e1",
-                 "chunked_v8_t256_c32_l64_y1_b4_i32_d1_k1_e1", "chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1_e2"},
-                p);
-  for (const Variant& v : EnumerateVariants(Op::kSamu, false)) EXPECT_EQ(v.l2_hints, 0) << v.Name();
 }
 
 // rglru's _k1 (lookback with the packed look-back): the forward and backward scans name CHAINED and then the

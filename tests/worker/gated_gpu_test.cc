@@ -127,14 +127,6 @@ TEST(GatedGpuTest, SamuBakedShapeVariantsAreLegal) {
                                    "chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1", "chunked_v8_t256_c64_l32_k1"}));
 }
 
-// samu `chunked` _e1 (runs by name): L2 eviction priorities on the reads of x and dy (a hinted load in the
-// control pass, hinted cp.async in the held forward's staging, the agg's and the rescan's rings), at partial
-// strips and tiles and whole ones; with and without _a1.
-TEST(GatedGpuTest, SamuL2HintVariantsAreLegal) {
-  VerifyOperator(Op::kSamu, Named({"chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1_e1",
-                                   "chunked_v8_t256_c128_l64_y1_b5_i32_k1_e1"}));
-}
-
 // rglru lookback _k1 (the two _o3 points also among the enumerated ones): the shape baked into the forward's and
 // the backward's scans; _o2, _o3 and the chained _d1, at partial strips and tiles and the 8192-token chain.
 TEST(GatedGpuTest, RgLruBakedShapeVariantsAreLegal) {
