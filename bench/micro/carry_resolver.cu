@@ -1,0 +1,137 @@
+// How many tiles a second can one "resolver" walk through a chain of tile aggregates? The question behind a
+// single-pass rows forward for samu (bench/NOTES.md, session 38): blocks that own whole token rows publish
+// their tile's aggregate (the sum of r over the tile, R_j, and W fp32 states H_j); resolver warps (each 256
+// channels: 32 lanes x 8) compose them in order, inc_j = 2^(k R_j) inc_{j-1} + H_j, publish every inclusive
+// state with a flag per (tile, channel group), and the tiles wait for theirs. Here every aggregate is already
+// published (the flags set), so the figure is the resolver's own rate: its loads, one ex2 and one FFMA per
+// channel and hop, its stores and fences. A rows forward needs ~26 tiles a us per chain at 4x2048x2048
+// (264 resident 16-token tiles over ~10 us) and more where B = 1.
+// Build and run on the GPU:
+//   nvcc -O3 -arch=sm_90 -o /tmp/carry_resolver bench/micro/carry_resolver.cu && /tmp/carry_resolver
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+#include <cuda_runtime.h>
+
+#define CHECK(call)                                                                    \
+  do {                                                                                 \
+    cudaError_t e = (call);                                                            \
+    if (e != cudaSuccess) {                                                            \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
+      return 1;                                                                        \
+    }                                                                                  \
+  } while (0)
+
+constexpr int kVec = 8;             // channels per lane
+constexpr int kGroup = 32 * kVec;   // channels per resolver warp
+
+__device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ void StoreRelease(unsigned* p, unsigned v) {
+  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ float Ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// One warp per block, block g takes channels [g kGroup, (g + 1) kGroup). BATCH tiles per round: their flags
+// polled (lane j < BATCH: tile t0 + j), their R broadcast, their H loaded, then composed in order and stored.
+template <int BATCH>
+__global__ void __launch_bounds__(32) Resolve(const float* __restrict__ R, const float* __restrict__ H,
+                                              const unsigned* __restrict__ flags, float* __restrict__ incl,
+                                              unsigned* __restrict__ incl_flags, int tiles, int width) {
+  const int lane = threadIdx.x, g = blockIdx.x;
+  const long long c0 = static_cast<long long>(g) * kGroup + lane * kVec;
+  float k[kVec], inc[kVec];
+#pragma unroll
+  for (int c = 0; c < kVec; ++c) {
+    k[c] = -0.01f * static_cast<float>((c0 + c) % 97 + 1);
+    inc[c] = 0.0f;
+  }
+  for (int t0 = 0; t0 < tiles; t0 += BATCH) {
+    if (lane < BATCH && t0 + lane < tiles) {
+      while (LoadAcquire(flags + t0 + lane) == 0) {
+      }
+    }
+    __syncwarp();
+    const float r_mine = lane < BATCH && t0 + lane < tiles ? R[t0 + lane] : 0.0f;
+    float4 h[BATCH][2];
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const float4* src = reinterpret_cast<const float4*>(H + static_cast<long long>(t0 + j) * width + c0);
+      h[j][0] = t0 + j < tiles ? __ldcg(src) : make_float4(0, 0, 0, 0);
+      h[j][1] = t0 + j < tiles ? __ldcg(src + 1) : make_float4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < BATCH; ++j) {
+      const float r = __shfl_sync(0xffffffffu, r_mine, j);
+      const float hv[kVec] = {h[j][0].x, h[j][0].y, h[j][0].z, h[j][0].w, h[j][1].x, h[j][1].y, h[j][1].z, h[j][1].w};
+#pragma unroll
+      for (int c = 0; c < kVec; ++c) inc[c] = fmaf(Ex2(k[c] * r), inc[c], hv[c]);
+      if (t0 + j < tiles) {
+        float4* dst = reinterpret_cast<float4*>(incl + static_cast<long long>(t0 + j) * width + c0);
+        __stcg(dst, make_float4(inc[0], inc[1], inc[2], inc[3]));
+        __stcg(dst + 1, make_float4(inc[4], inc[5], inc[6], inc[7]));
+      }
+    }
+    __syncwarp();
+    if (lane < BATCH && t0 + lane < tiles) StoreRelease(incl_flags + static_cast<long long>(t0 + lane) * gridDim.x + g, 1u);
+  }
+}
+
+template <int BATCH>
+int Run(int width, int tiles, float* R, float* H, unsigned* flags, float* incl, unsigned* incl_flags) {
+  const int groups = width / kGroup;
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> t;
+  for (int s = 0; s < 9; ++s) {
+    CHECK(cudaMemset(incl_flags, 0, static_cast<size_t>(tiles) * groups * sizeof(unsigned)));
+    CHECK(cudaEventRecord(e0));
+    Resolve<BATCH><<<groups, 32>>>(R, H, flags, incl, incl_flags, tiles, width);
+    CHECK(cudaEventRecord(e1));
+    CHECK(cudaEventSynchronize(e1));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1000.0f);
+  }
+  CHECK(cudaGetLastError());
+  std::sort(t.begin(), t.end());
+  const float us = t[t.size() / 2];
+  std::printf("%6d %6d %6d %10.1f %12.1f\n", width, tiles, BATCH, us, tiles / us);
+  return 0;
+}
+
+int main() {
+  const int kMaxW = 2560, kMaxTiles = 2048;
+  float *R, *H, *incl;
+  unsigned *flags, *incl_flags;
+  CHECK(cudaMalloc(&R, kMaxTiles * sizeof(float)));
+  CHECK(cudaMalloc(&H, static_cast<size_t>(kMaxTiles) * kMaxW * sizeof(float)));
+  CHECK(cudaMalloc(&incl, static_cast<size_t>(kMaxTiles) * kMaxW * sizeof(float)));
+  CHECK(cudaMalloc(&flags, kMaxTiles * sizeof(unsigned)));
+  CHECK(cudaMalloc(&incl_flags, static_cast<size_t>(kMaxTiles) * (kMaxW / kGroup) * sizeof(unsigned)));
+  std::vector<float> r(kMaxTiles);
+  for (int i = 0; i < kMaxTiles; ++i) r[i] = 0.5f + 0.25f * static_cast<float>(i % 7) / 7.0f;
+  CHECK(cudaMemcpy(R, r.data(), r.size() * sizeof(float), cudaMemcpyHostToDevice));
+  CHECK(cudaMemset(H, 0, static_cast<size_t>(kMaxTiles) * kMaxW * sizeof(float)));
+  std::vector<unsigned> one(kMaxTiles, 1u);
+  CHECK(cudaMemcpy(flags, one.data(), one.size() * sizeof(unsigned), cudaMemcpyHostToDevice));
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  std::printf("%s: every aggregate published before the launch; median of 9\n", prop.name);
+  std::printf("%6s %6s %6s %10s %12s\n", "W", "tiles", "batch", "us", "tiles / us");
+  for (int width : {1024, 2048, 2560}) {
+    for (int tiles : {128, 512, 2048}) {
+      if (Run<8>(width, tiles, R, H, flags, incl, incl_flags) != 0) return 1;
+      if (Run<16>(width, tiles, R, H, flags, incl, incl_flags) != 0) return 1;
+    }
+  }
+  return 0;
+}
