@@ -14,14 +14,7 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    cudaError_t e = (call);                                                            \
-    if (e != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      return 1;                                                                        \
-    }                                                                                  \
-  } while (0)
+#include "cuda_check.h"
 
 constexpr int kVec = 8;             // channels per lane
 constexpr int kGroup = 32 * kVec;   // channels per resolver warp

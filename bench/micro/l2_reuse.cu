@@ -14,14 +14,7 @@
 #include <vector>
 #include <cuda_runtime.h>
 
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    cudaError_t e = (call);                                                            \
-    if (e != cudaSuccess) {                                                            \
-      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
-      return 1;                                                                        \
-    }                                                                                  \
-  } while (0)
+#include "cuda_check.h"
 
 // Block i takes the i-th chunk of 16 KB (reverse: the chunk from the end), so blocks are
 // dispatched through the buffer in that order, as the scans' tiles are.
