@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
-          protobuf-compiler libspdlog-dev libsqlite3-dev libgtest-dev sqlite3 python3-grpcio python3-protobuf)
+          protobuf-compiler libspdlog-dev libsqlite3-dev libgtest-dev sqlite3 python3-grpcio python3-protobuf
+          rsync)  # rsync: scripts/make_bundle.sh (the GPU machine's bundle)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
