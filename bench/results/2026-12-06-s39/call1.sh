@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Session 39, call 1 (any card; the baseline in the same call):
+#  1. bench/micro/rows_cluster_fwd.cu: samu's forward in one kernel, no control pass (rows blocks, clusters along
+#     time, a look-back between clusters), checked against float64 and timed beside a bf16 copy;
+#  2. the baseline on the same card: the service's samu selections, bf16 fwd_bwd (the records split fwd / bwd);
+#  3. bench/micro/carry_resolver.cu (session 38's, never run);
+#  4. on an H200 only, with the time left: session 37's h200_checks.sh.
+# $OUT/call1.tar.gz (+ checks.tar.gz, block.tar.gz).
+#   bash scripts/make_bundle.sh
+#   device.run carry=[".bundle"] command="bash bench/results/2026-12-06-s39/call1.sh"
+source "$(dirname "$0")/../../../scripts/gpu_env.sh"
+t0=$(date +%s)
+guard=${CALL_GUARD:-560}
+res=$out/call1 && mkdir -p "$res"
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,memory.total --format=csv | tee "$res/gpu.txt"
+nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/rows_cluster_fwd "$root/bench/micro/rows_cluster_fwd.cu" \
+  >"$res/rows_cluster_fwd_build.txt" 2>&1 && timeout 150 /tmp/rows_cluster_fwd 2>&1 | tee "$res/rows_cluster_fwd.txt"
+echo "rows_cluster_fwd done at $(( $(date +%s) - t0 )) s"
+tar -C "$out" -czf "$out/call1.tar.gz" call1
+start_daemon s39 "$res/scantuned.log"
+declare -A pts=(
+  [4x2048x2048]=chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1
+  [1x8192x2560]=chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1
+  [1x32768x1024]=chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1
+  [1x32768x2048]=chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1
+)
+for shape in 4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048; do
+  [ $(( $(date +%s) - t0 )) -lt $(( guard - 200 )) ] || break
+  echo "== tune samu $shape"
+  timeout 120 $cli tune --op samu --shape $shape --dtype bf16 --mode fwd_bwd --variants "${pts[$shape]}" \
+    --skip-unfit --force 2>"$res/tune_$shape.progress" | tail -1
+done
+$cli records --limit 200 >"$res/records_all.txt"
+grep -E "^ *[0-9]+ +samu " "$res/records_all.txt" | awk '{print $5, $3, $4, $8, $9, $10}' | sort | tee "$res/by_shape.txt"
+kill $daemon; wait $daemon 2>/dev/null
+echo "baseline done at $(( $(date +%s) - t0 )) s"
+tar -C "$out" -czf "$out/call1.tar.gz" call1
+if [ $(( $(date +%s) - t0 )) -lt $(( guard - 150 )) ]; then
+  nvcc -O3 -arch=sm_90 -o /tmp/carry_resolver "$root/bench/micro/carry_resolver.cu" &&
+    timeout 100 /tmp/carry_resolver 2>&1 | tee "$res/carry_resolver.txt"
+fi
+tar -C "$out" -czf "$out/call1.tar.gz" call1
+name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+left=$(( guard - ($(date +%s) - t0) ))
+case "$name" in
+  *H200*) [ "$left" -gt 150 ] && CHECKS_GUARD=$left CHECKS_TESTS_S=$(( left - 20 )) \
+            bash "$root/bench/results/2026-12-05-s37/h200_checks.sh" ;;
+  *) echo "not an H200: h200_checks.sh not run" ;;
+esac
