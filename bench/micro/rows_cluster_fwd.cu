@@ -109,7 +109,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 :
   __shared__ float rsum_s;                      // this block's sum of r
   __shared__ __align__(16) float a_s[NT * kVec];  // this block's end state from h = 0
   __shared__ __align__(16) float h_s[NT * kVec];  // rank CL - 1: the state entering the cluster
-  __shared__ unsigned flag_s[2];
+  __shared__ float win_dec[32];                  // rank CL - 1's look-back window: sum of r to each state
+  __shared__ int win_n, win_done;
 
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -233,28 +234,67 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 :
       __threadfence();
       __syncthreads();
       if (tid == 0) StoreRelease(p.flags + q, p.epoch << 2 | 1u);
-      // Walk back over this sequence's earlier clusters until an inclusive state.
-      float racc = 0.0f;
-      int slot = 0;
-      for (int j = q - p.batch; j >= 0; j -= p.batch) {
-        if (tid == 0) {
-          unsigned f;
-          do {
-            f = LoadAcquire(p.flags + j);
-          } while ((f >> 2) != p.epoch);
-          flag_s[slot] = f;
+      // Walk back over this sequence's earlier clusters in windows of 32: warp 0 reads 32 flags at once and
+      // takes the run of published ones from the nearest, up to and including the first inclusive state; every
+      // thread then composes that run's states for its channels, four in flight.
+      float racc = 0.0f;  // warp 0: the sum of r between the window and this cluster
+      int j = q - p.batch;
+      for (;;) {
+        if (warp == 0) {
+          int n, done;
+          for (;;) {
+            const int idx = j - lane * p.batch;
+            const unsigned f = idx >= 0 ? LoadAcquire(p.flags + idx) : 0u;
+            const unsigned st = (f >> 2) == p.epoch ? (f & 3u) : 0u;
+            const unsigned ready = __ballot_sync(0xffffffffu, st != 0), incl = __ballot_sync(0xffffffffu, st == 2);
+            const int run = ready == 0xffffffffu ? 32 : __ffs(~ready) - 1;
+            const unsigned incl_in = incl & (run == 32 ? 0xffffffffu : ((1u << run) - 1u));
+            done = incl_in != 0;
+            n = done ? __ffs(incl_in) : run;
+            if (n > 0) break;
+          }
+          const bool agg_lane = lane < n && !(done && lane == n - 1);
+          const float rr = agg_lane ? __ldcg(p.rsum + j - lane * p.batch) : 0.0f;
+          float scan = rr;
+#pragma unroll
+          for (int o = 1; o < 32; o <<= 1) {
+            const float v = __shfl_up_sync(0xffffffffu, scan, o);
+            if (lane >= o) scan += v;
+          }
+          win_dec[lane] = racc + (scan - rr);
+          racc += __shfl_sync(0xffffffffu, scan, 31);
+          if (lane == 0) {
+            win_n = n;
+            win_done = done;
+          }
         }
         __syncthreads();
-        const unsigned f = flag_s[slot];
-        slot ^= 1;
-        const bool inclusive = (f & 3u) == 2u;
-        const float* src = (inclusive ? p.incl : p.agg) + static_cast<long long>(j) * W + c0;
-        const float4 u = __ldcg(reinterpret_cast<const float4*>(src)), v = __ldcg(reinterpret_cast<const float4*>(src) + 1);
-        const float sv[8] = {u.x, u.y, u.z, u.w, v.x, v.y, v.z, v.w};
+        const int n = win_n;
+        const bool done = win_done != 0;
+        for (int i0 = 0; i0 < n; i0 += 4) {
+          float4 u[4], v[4];
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) hin[k] = fmaf(Ex2(k2[k] * racc), sv[k], hin[k]);
-        if (inclusive) break;
-        racc += __ldcg(p.rsum + j);
+          for (int k = 0; k < 4; ++k) {
+            if (i0 + k < n) {
+              const bool inclusive = done && i0 + k == n - 1;
+              const float* src = (inclusive ? p.incl : p.agg) + static_cast<long long>(j - (i0 + k) * p.batch) * W + c0;
+              u[k] = __ldcg(reinterpret_cast<const float4*>(src));
+              v[k] = __ldcg(reinterpret_cast<const float4*>(src) + 1);
+            }
+          }
+#pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            if (i0 + k < n) {
+              const float dec = win_dec[i0 + k];
+              const float sv[8] = {u[k].x, u[k].y, u[k].z, u[k].w, v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+              for (int c = 0; c < kVec; ++c) hin[c] = fmaf(Ex2(k2[c] * dec), sv[c], hin[c]);
+            }
+          }
+        }
+        if (done) break;
+        j -= n * p.batch;
+        __syncthreads();  // warp 0 rewrites the window's slots
       }
     }
     float inc[kVec];
