@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Session 39, call 2 (any card): rows_cluster_fwd.cu again with clusters of 1 (a block-level look-back) and,
+# per point, the same kernel with no carry at all (each cluster from h = 0: wrong results, timing only), to
+# tell the carry's cost from the blocks' own. $OUT/call2/.
+#   device.run command="bash bench/results/2026-12-06-s39/call2.sh"
+res=${OUT:-/tmp}/call2 && mkdir -p "$res"
+nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,memory.total --format=csv | tee "$res/gpu.txt"
+nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/rows_cluster_fwd bench/micro/rows_cluster_fwd.cu \
+  >"$res/rows_cluster_fwd_build.txt" 2>&1 && timeout 200 /tmp/rows_cluster_fwd 2>&1 | tee "$res/rows_cluster_fwd.txt"
