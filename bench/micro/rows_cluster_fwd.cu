@@ -100,6 +100,150 @@ __device__ __forceinline__ void Gate(float z, float& a, float& s) {
   s = SqrtApprox(z > -0.01f / kK ? series : fmaf(-a, a, 1.0f));
 }
 
+// The cluster's carry, shared by both kernels. In: `h`, this block's end state from h = 0 (valid where `mine`: the
+// threads of the block's last time segment); its sum of r in *rsum_s. Out: `h`, the state entering this block, for
+// every thread's channels c0. Every thread of the block calls it (it holds block and cluster barriers).
+struct CarrySmem {
+  float* a_s;      // W: this block's end state from h = 0
+  float* h_s;      // W: rank CL - 1: the state entering the cluster
+  float* rsum_s;   // this block's sum of r
+  float* win_dec;  // 32: the look-back window's sums of r
+  int* win;        // 2: the window's length and whether it ends at an inclusive state
+};
+
+template <int CL, int kLookbackBatch>
+__device__ __forceinline__ void ClusterCarry(const Params& p, const CarrySmem& sm, bool mine, int c0,
+                                             const float (&k2)[kVec], float (&h)[kVec], int q, int pos) {
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int W = p.width;
+  if (mine) {
+    *reinterpret_cast<float4*>(sm.a_s + c0) = make_float4(h[0], h[1], h[2], h[3]);
+    *reinterpret_cast<float4*>(sm.a_s + c0 + 4) = make_float4(h[4], h[5], h[6], h[7]);
+  }
+  cluster.sync();
+
+  // The state entering this block from the cluster's start (ranks before it), and their sum of r.
+  float c[kVec], rpre = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) c[j] = 0.0f;
+  for (int rr = 0; rr < rank; ++rr) {
+    const float* ra = cluster.map_shared_rank(sm.a_s, rr);
+    const float rs = *cluster.map_shared_rank(sm.rsum_s, rr);
+    const float4 u = *reinterpret_cast<const float4*>(ra + c0), v = *reinterpret_cast<const float4*>(ra + c0 + 4);
+    const float av[8] = {u.x, u.y, u.z, u.w, v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) c[j] = fmaf(Ex2(k2[j] * rs), c[j], av[j]);
+    rpre += rs;
+  }
+
+  if (rank == CL - 1) {
+    // The cluster's aggregate: this block's local state on top of c.
+    const float rown = *sm.rsum_s, rcl = rpre + rown;
+    float g[kVec], hin[kVec];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      g[j] = fmaf(Ex2(k2[j] * rown), c[j], h[j]);
+      hin[j] = 0.0f;
+    }
+    const long long base = static_cast<long long>(q) * W + c0;
+    if (pos > 0 && p.carry) {
+      if (mine) {
+        __stcg(reinterpret_cast<float4*>(p.agg + base), make_float4(g[0], g[1], g[2], g[3]));
+        __stcg(reinterpret_cast<float4*>(p.agg + base + 4), make_float4(g[4], g[5], g[6], g[7]));
+      }
+      if (tid == 0) __stcg(p.rsum + q, rcl);
+      __threadfence();
+      __syncthreads();
+      if (tid == 0) StoreRelease(p.flags + q, p.epoch << 2 | 1u);
+      // Walk back over this sequence's earlier clusters in windows of 32: warp 0 reads 32 flags at once and
+      // takes the run of published ones from the nearest, up to and including the first inclusive state; the
+      // threads with channels then compose that run's states, kLookbackBatch in flight.
+      float racc = 0.0f;  // warp 0: the sum of r between the window and this cluster
+      int j = q - p.batch;
+      for (;;) {
+        if (warp == 0) {
+          int n, done;
+          for (;;) {
+            const int idx = j - lane * p.batch;
+            const unsigned f = idx >= 0 ? LoadAcquire(p.flags + idx) : 0u;
+            const unsigned st = (f >> 2) == p.epoch ? (f & 3u) : 0u;
+            const unsigned ready = __ballot_sync(0xffffffffu, st != 0), incl = __ballot_sync(0xffffffffu, st == 2);
+            const int run = ready == 0xffffffffu ? 32 : __ffs(~ready) - 1;
+            const unsigned incl_in = incl & (run == 32 ? 0xffffffffu : ((1u << run) - 1u));
+            done = incl_in != 0;
+            n = done ? __ffs(incl_in) : run;
+            if (n > 0) break;
+          }
+          const bool agg_lane = lane < n && !(done && lane == n - 1);
+          const float rr = agg_lane ? __ldcg(p.rsum + j - lane * p.batch) : 0.0f;
+          float scan = rr;
+#pragma unroll
+          for (int o = 1; o < 32; o <<= 1) {
+            const float v = __shfl_up_sync(0xffffffffu, scan, o);
+            if (lane >= o) scan += v;
+          }
+          sm.win_dec[lane] = racc + (scan - rr);
+          racc += __shfl_sync(0xffffffffu, scan, 31);
+          if (lane == 0) {
+            sm.win[0] = n;
+            sm.win[1] = done;
+          }
+        }
+        __syncthreads();
+        const int n = sm.win[0];
+        const bool done = sm.win[1] != 0;
+        for (int i0 = 0; mine && i0 < n; i0 += kLookbackBatch) {
+          float4 u[kLookbackBatch], v[kLookbackBatch];
+#pragma unroll
+          for (int k = 0; k < kLookbackBatch; ++k) {
+            if (i0 + k < n) {
+              const bool inclusive = done && i0 + k == n - 1;
+              const float* src = (inclusive ? p.incl : p.agg) + static_cast<long long>(j - (i0 + k) * p.batch) * W + c0;
+              u[k] = __ldcg(reinterpret_cast<const float4*>(src));
+              v[k] = __ldcg(reinterpret_cast<const float4*>(src) + 1);
+            }
+          }
+#pragma unroll
+          for (int k = 0; k < kLookbackBatch; ++k) {
+            if (i0 + k < n) {
+              const float dec = sm.win_dec[i0 + k];
+              const float sv[8] = {u[k].x, u[k].y, u[k].z, u[k].w, v[k].x, v[k].y, v[k].z, v[k].w};
+#pragma unroll
+              for (int cc = 0; cc < kVec; ++cc) hin[cc] = fmaf(Ex2(k2[cc] * dec), sv[cc], hin[cc]);
+            }
+          }
+        }
+        if (done) break;
+        j -= n * p.batch;
+        __syncthreads();  // warp 0 rewrites the window's slots
+      }
+    }
+    if (mine) {
+      float inc[kVec];
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) inc[j] = fmaf(Ex2(k2[j] * rcl), hin[j], g[j]);
+      __stcg(reinterpret_cast<float4*>(p.incl + base), make_float4(inc[0], inc[1], inc[2], inc[3]));
+      __stcg(reinterpret_cast<float4*>(p.incl + base + 4), make_float4(inc[4], inc[5], inc[6], inc[7]));
+      *reinterpret_cast<float4*>(sm.h_s + c0) = make_float4(hin[0], hin[1], hin[2], hin[3]);
+      *reinterpret_cast<float4*>(sm.h_s + c0 + 4) = make_float4(hin[4], hin[5], hin[6], hin[7]);
+    }
+    __threadfence();
+    __syncthreads();
+    if (tid == 0) StoreRelease(p.flags + q, p.epoch << 2 | 2u);
+  }
+  cluster.sync();
+  {
+    const float* rh = cluster.map_shared_rank(sm.h_s, CL - 1);
+    const float4 u = *reinterpret_cast<const float4*>(rh + c0), v = *reinterpret_cast<const float4*>(rh + c0 + 4);
+    const float hv[8] = {u.x, u.y, u.z, u.w, v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) h[j] = fmaf(Ex2(k2[j] * rpre), hv[j], c[j]);
+  }
+  ClusterArrive();  // rank CL - 1's h_s and every a_s are read: the blocks may leave once all arrive
+}
+
 // NT threads (W / 8), TB rows a block, CL blocks a cluster. Cluster q (blockIdx.x / CL) is position q / B of
 // sequence q % B, so the sequences advance together and a cluster waits only on lower cluster indices.
 template <int NT, int TB, int CL>
@@ -111,7 +255,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 :
   __shared__ __align__(16) float a_s[NT * kVec];  // this block's end state from h = 0
   __shared__ __align__(16) float h_s[NT * kVec];  // rank CL - 1: the state entering the cluster
   __shared__ float win_dec[32];                  // rank CL - 1's look-back window: sum of r to each state
-  __shared__ int win_n, win_done;
+  __shared__ int win[2];
 
   cg::cluster_group cluster = cg::this_cluster();
   const int rank = static_cast<int>(cluster.block_rank());
@@ -200,124 +344,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 :
 #pragma unroll
     for (int j = 0; j < kVec; ++j) h[j] = fmaf(a[j], h[j], f[j]);
   }
-  *reinterpret_cast<float4*>(a_s + c0) = make_float4(h[0], h[1], h[2], h[3]);
-  *reinterpret_cast<float4*>(a_s + c0 + 4) = make_float4(h[4], h[5], h[6], h[7]);
-  cluster.sync();
-
-  // The state entering this block from the cluster's start (ranks before it), and their sum of r.
-  float c[kVec], rpre = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kVec; ++j) c[j] = 0.0f;
-  for (int rr = 0; rr < rank; ++rr) {
-    const float* ra = cluster.map_shared_rank(a_s, rr);
-    const float rs = *cluster.map_shared_rank(&rsum_s, rr);
-    const float4 u = *reinterpret_cast<const float4*>(ra + c0), v = *reinterpret_cast<const float4*>(ra + c0 + 4);
-    const float av[8] = {u.x, u.y, u.z, u.w, v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) c[j] = fmaf(Ex2(k2[j] * rs), c[j], av[j]);
-    rpre += rs;
-  }
-
-  if (rank == CL - 1) {
-    // The cluster's aggregate: this block's local state on top of c.
-    const float rcl = rpre + rsum_s;
-    float g[kVec];
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) g[j] = fmaf(Ex2(k2[j] * rsum_s), c[j], h[j]);
-    float hin[kVec];
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) hin[j] = 0.0f;
-    const long long base = static_cast<long long>(q) * W + c0;
-    if (pos > 0 && p.carry) {
-      __stcg(reinterpret_cast<float4*>(p.agg + base), make_float4(g[0], g[1], g[2], g[3]));
-      __stcg(reinterpret_cast<float4*>(p.agg + base + 4), make_float4(g[4], g[5], g[6], g[7]));
-      if (tid == 0) __stcg(p.rsum + q, rcl);
-      __threadfence();
-      __syncthreads();
-      if (tid == 0) StoreRelease(p.flags + q, p.epoch << 2 | 1u);
-      // Walk back over this sequence's earlier clusters in windows of 32: warp 0 reads 32 flags at once and
-      // takes the run of published ones from the nearest, up to and including the first inclusive state; every
-      // thread then composes that run's states for its channels, four in flight.
-      float racc = 0.0f;  // warp 0: the sum of r between the window and this cluster
-      int j = q - p.batch;
-      for (;;) {
-        if (warp == 0) {
-          int n, done;
-          for (;;) {
-            const int idx = j - lane * p.batch;
-            const unsigned f = idx >= 0 ? LoadAcquire(p.flags + idx) : 0u;
-            const unsigned st = (f >> 2) == p.epoch ? (f & 3u) : 0u;
-            const unsigned ready = __ballot_sync(0xffffffffu, st != 0), incl = __ballot_sync(0xffffffffu, st == 2);
-            const int run = ready == 0xffffffffu ? 32 : __ffs(~ready) - 1;
-            const unsigned incl_in = incl & (run == 32 ? 0xffffffffu : ((1u << run) - 1u));
-            done = incl_in != 0;
-            n = done ? __ffs(incl_in) : run;
-            if (n > 0) break;
-          }
-          const bool agg_lane = lane < n && !(done && lane == n - 1);
-          const float rr = agg_lane ? __ldcg(p.rsum + j - lane * p.batch) : 0.0f;
-          float scan = rr;
-#pragma unroll
-          for (int o = 1; o < 32; o <<= 1) {
-            const float v = __shfl_up_sync(0xffffffffu, scan, o);
-            if (lane >= o) scan += v;
-          }
-          win_dec[lane] = racc + (scan - rr);
-          racc += __shfl_sync(0xffffffffu, scan, 31);
-          if (lane == 0) {
-            win_n = n;
-            win_done = done;
-          }
-        }
-        __syncthreads();
-        const int n = win_n;
-        const bool done = win_done != 0;
-        for (int i0 = 0; i0 < n; i0 += 4) {
-          float4 u[4], v[4];
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            if (i0 + k < n) {
-              const bool inclusive = done && i0 + k == n - 1;
-              const float* src = (inclusive ? p.incl : p.agg) + static_cast<long long>(j - (i0 + k) * p.batch) * W + c0;
-              u[k] = __ldcg(reinterpret_cast<const float4*>(src));
-              v[k] = __ldcg(reinterpret_cast<const float4*>(src) + 1);
-            }
-          }
-#pragma unroll
-          for (int k = 0; k < 4; ++k) {
-            if (i0 + k < n) {
-              const float dec = win_dec[i0 + k];
-              const float sv[8] = {u[k].x, u[k].y, u[k].z, u[k].w, v[k].x, v[k].y, v[k].z, v[k].w};
-#pragma unroll
-              for (int c = 0; c < kVec; ++c) hin[c] = fmaf(Ex2(k2[c] * dec), sv[c], hin[c]);
-            }
-          }
-        }
-        if (done) break;
-        j -= n * p.batch;
-        __syncthreads();  // warp 0 rewrites the window's slots
-      }
-    }
-    float inc[kVec];
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) inc[j] = fmaf(Ex2(k2[j] * rcl), hin[j], g[j]);
-    __stcg(reinterpret_cast<float4*>(p.incl + base), make_float4(inc[0], inc[1], inc[2], inc[3]));
-    __stcg(reinterpret_cast<float4*>(p.incl + base + 4), make_float4(inc[4], inc[5], inc[6], inc[7]));
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) StoreRelease(p.flags + q, p.epoch << 2 | 2u);
-    *reinterpret_cast<float4*>(h_s + c0) = make_float4(hin[0], hin[1], hin[2], hin[3]);
-    *reinterpret_cast<float4*>(h_s + c0 + 4) = make_float4(hin[4], hin[5], hin[6], hin[7]);
-  }
-  cluster.sync();
-  {
-    const float* rh = cluster.map_shared_rank(h_s, CL - 1);
-    const float4 u = *reinterpret_cast<const float4*>(rh + c0), v = *reinterpret_cast<const float4*>(rh + c0 + 4);
-    const float hv[8] = {u.x, u.y, u.z, u.w, v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) h[j] = fmaf(Ex2(k2[j] * rpre), hv[j], c[j]);
-  }
-  ClusterArrive();  // rank CL - 1's h_s and every a_s are read: the blocks may leave once all arrive
+  ClusterCarry<CL, 4>(p, CarrySmem{a_s, h_s, &rsum_s, win_dec, win}, true, c0, k2, h, q, pos);
 
   // The second pass: y = gamma h.
   __nv_bfloat16* yrow = p.y + (static_cast<long long>(b) * p.length + t0) * W + c0;
@@ -334,6 +361,177 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 :
     __stcs(reinterpret_cast<uint4*>(yrow + static_cast<long long>(t) * W), Pack(f));
   }
   if (pos == clusters_per_seq - 1 && rank == CL - 1) {
+    float* hf = p.h_final + static_cast<long long>(b) * W + c0;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) hf[j] = h[j];
+  }
+  ClusterWait();
+}
+
+// The same forward with the block's rows split into S time segments of TI rows (NT x S threads, NT = W / 8):
+// S times the warps of RowsForward for the same tile, a thread holding TI rows. The segments meet in shared memory
+// (each one's end state from h = 0, composed in order), and the last segment's threads hold the block's
+// end state for the cluster's carry. beta and gamma sit in shared memory to leave registers to the warps.
+template <int NT, int S, int TI, int CL>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT * S, NT * S >= 1024 ? 1 : 1024 / (NT * S))
+    RowsForwardSeg(Params p) {
+  constexpr int TB = S * TI, kWarpsPerSeg = NT / 32;
+  static_assert(TB <= 32, "warp 0 forms the rows' controls");
+  extern __shared__ __align__(16) float dyn[];
+  const int W = p.width;
+  float* beta_s = dyn;
+  float* gamma_s = dyn + W;
+  float* seg_e = dyn + 2 * W;  // S x W: each segment's end state from h = 0
+  float* a_s = seg_e + S * W;
+  float* h_s = a_s + W;
+  __shared__ float red[TB][kWarpsPerSeg];
+  __shared__ float r_s[TB], i_s[TB], rseg_s[S], rpre_s[S];
+  __shared__ float rsum_s;
+  __shared__ float win_dec[32];
+  __shared__ int win[2];
+
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int seg = tid / NT, col = tid % NT, wseg = col >> 5;
+  const int q = blockIdx.x / CL;
+  const int b = q % p.batch, pos = q / p.batch;
+  const int clusters_per_seq = p.length / (TB * CL);
+  const long long t0 = (static_cast<long long>(pos) * CL + rank) * TB + seg * TI;
+  const int c0 = col * kVec;
+
+  uint4 xv[TI];
+  const __nv_bfloat16* xrow = p.x + (static_cast<long long>(b) * p.length + t0) * W + c0;
+#pragma unroll
+  for (int t = 0; t < TI; ++t) xv[t] = __ldcs(reinterpret_cast<const uint4*>(xrow + static_cast<long long>(t) * W));
+  for (int i = tid; i < W; i += NT * S) {
+    beta_s[i] = __ldg(p.beta + i);
+    gamma_s[i] = __ldg(p.gamma + i);
+  }
+  float k2[kVec];
+  {
+    const float4 ka = __ldg(reinterpret_cast<const float4*>(p.k2 + c0)),
+                 kb = __ldg(reinterpret_cast<const float4*>(p.k2 + c0) + 1);
+    const float kv[8] = {ka.x, ka.y, ka.z, ka.w, kb.x, kb.y, kb.z, kb.w};
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) k2[j] = kv[j];
+  }
+
+  float part[TI];
+#pragma unroll
+  for (int t = 0; t < TI; ++t) {
+    float f[kVec];
+    Unpack(xv[t], f);
+    part[t] = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (int t = 0; t < TI; ++t) part[t] += __shfl_xor_sync(0xffffffffu, part[t], o);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int t = 0; t < TI; ++t) red[seg * TI + t][wseg] = part[t];
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float r = 0.0f;
+    if (lane < TB) {
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarpsPerSeg; ++w) sum += red[lane][w];
+      const float m = sum / static_cast<float>(W);
+      r = Sigmoid(fmaf(p.wr, m, p.br));
+      r_s[lane] = r;
+      i_s[lane] = Sigmoid(fmaf(p.wi, m, p.bi));
+    }
+    float scan = r;  // inclusive prefix of r over the block's rows
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float v = __shfl_up_sync(0xffffffffu, scan, o);
+      if (lane >= o) scan += v;
+    }
+    const int first = (lane < S ? lane : 0) * TI;
+    const float before = __shfl_sync(0xffffffffu, scan - r, first);
+    const float through = __shfl_sync(0xffffffffu, scan, first + TI - 1);
+    if (lane < S) {
+      rpre_s[lane] = before;
+      rseg_s[lane] = through - before;
+    }
+    const float total = __shfl_sync(0xffffffffu, scan, TB - 1);
+    if (lane == 0) rsum_s = total;
+  }
+  __syncthreads();
+
+  // The local pass from h = 0 over this thread's TI rows; b replaces x.
+  float h[kVec];
+  {
+    float beta[kVec];
+    const float4 ba = *reinterpret_cast<const float4*>(beta_s + c0), bb = *reinterpret_cast<const float4*>(beta_s + c0 + 4);
+    beta[0] = ba.x; beta[1] = ba.y; beta[2] = ba.z; beta[3] = ba.w;
+    beta[4] = bb.x; beta[5] = bb.y; beta[6] = bb.z; beta[7] = bb.w;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) h[j] = 0.0f;
+#pragma unroll
+    for (int t = 0; t < TI; ++t) {
+      const float r = r_s[seg * TI + t], ig = i_s[seg * TI + t];
+      float f[kVec], a[kVec];
+      Unpack(xv[t], f);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        float sg;
+        Gate(k2[j] * r, a[j], sg);
+        f[j] = sg * (ig * beta[j]) * f[j];
+      }
+      xv[t] = Pack(f);
+      Unpack(xv[t], f);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) h[j] = fmaf(a[j], h[j], f[j]);
+    }
+  }
+  *reinterpret_cast<float4*>(seg_e + seg * W + c0) = make_float4(h[0], h[1], h[2], h[3]);
+  *reinterpret_cast<float4*>(seg_e + seg * W + c0 + 4) = make_float4(h[4], h[5], h[6], h[7]);
+  __syncthreads();
+  // The state entering this segment from the block's start.
+  float c[kVec];
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) c[j] = 0.0f;
+  for (int sp = 0; sp < seg; ++sp) {
+    const float4 u = *reinterpret_cast<const float4*>(seg_e + sp * W + c0),
+                 v = *reinterpret_cast<const float4*>(seg_e + sp * W + c0 + 4);
+    const float ev[8] = {u.x, u.y, u.z, u.w, v.x, v.y, v.z, v.w};
+    const float rs = rseg_s[sp];
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) c[j] = fmaf(Ex2(k2[j] * rs), c[j], ev[j]);
+  }
+  float hb[kVec];  // the last segment: the block's end state from h = 0; then, for all, the state entering the block
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) hb[j] = fmaf(Ex2(k2[j] * rseg_s[S - 1]), c[j], h[j]);
+  ClusterCarry<CL, NT * S >= 1024 ? 1 : 2>(p, CarrySmem{a_s, h_s, &rsum_s, win_dec, win}, seg == S - 1, c0, k2, hb, q, pos);
+  const float rpre = rpre_s[seg];
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) h[j] = fmaf(Ex2(k2[j] * rpre), hb[j], c[j]);
+
+  float gamma[kVec];
+  {
+    const float4 ga = *reinterpret_cast<const float4*>(gamma_s + c0), gb = *reinterpret_cast<const float4*>(gamma_s + c0 + 4);
+    gamma[0] = ga.x; gamma[1] = ga.y; gamma[2] = ga.z; gamma[3] = ga.w;
+    gamma[4] = gb.x; gamma[5] = gb.y; gamma[6] = gb.z; gamma[7] = gb.w;
+  }
+  __nv_bfloat16* yrow = p.y + (static_cast<long long>(b) * p.length + t0) * W + c0;
+#pragma unroll
+  for (int t = 0; t < TI; ++t) {
+    const float r = r_s[seg * TI + t];
+    float f[kVec];
+    Unpack(xv[t], f);
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) {
+      h[j] = fmaf(Ex2(k2[j] * r), h[j], f[j]);
+      f[j] = gamma[j] * h[j];
+    }
+    __stcs(reinterpret_cast<uint4*>(yrow + static_cast<long long>(t) * W), Pack(f));
+  }
+  if (pos == clusters_per_seq - 1 && rank == CL - 1 && seg == S - 1) {
     float* hf = p.h_final + static_cast<long long>(b) * W + c0;
 #pragma unroll
     for (int j = 0; j < kVec; ++j) hf[j] = h[j];
@@ -425,26 +623,47 @@ cudaError_t Launch(Params& p, int clusters, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-using LaunchFn = cudaError_t (*)(Params&, int, cudaStream_t);
-
-template <int TB, int CL>
-LaunchFn Pick(int width) {
-  switch (width) {
-    case 1024: return &Launch<128, TB, CL>;
-    case 2048: return &Launch<256, TB, CL>;
-    case 2560: return &Launch<320, TB, CL>;
-    default: return nullptr;
+template <int NT, int S, int TI, int CL>
+cudaError_t LaunchSeg(Params& p, int clusters, cudaStream_t stream) {
+  const int smem = (4 + S) * p.width * static_cast<int>(sizeof(float));
+  static bool sized = false;
+  if (!sized) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(RowsForwardSeg<NT, S, TI, CL>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    sized = true;
   }
+  RowsForwardSeg<NT, S, TI, CL><<<clusters * CL, NT * S, smem, stream>>>(p);
+  return cudaGetLastError();
 }
 
+using LaunchFn = cudaError_t (*)(Params&, int, cudaStream_t);
+
 struct Config {
-  int tb, cl;
+  int segments, rows, cl;  // segments x rows tokens a block (RowsForward: 1 x TB)
   LaunchFn fn;
+  int Tokens() const { return segments * rows * cl; }
 };
 
 std::vector<Config> Configs(int width) {
-  return {{8, 1, Pick<8, 1>(width)},   {8, 4, Pick<8, 4>(width)},   {16, 1, Pick<16, 1>(width)},
-          {16, 2, Pick<16, 2>(width)}, {16, 4, Pick<16, 4>(width)}, {16, 8, Pick<16, 8>(width)}};
+  switch (width) {
+    case 1024:
+      return {{1, 16, 2, &Launch<128, 16, 2>},       {8, 2, 1, &LaunchSeg<128, 8, 2, 1>},
+              {8, 2, 2, &LaunchSeg<128, 8, 2, 2>},   {4, 4, 1, &LaunchSeg<128, 4, 4, 1>},
+              {4, 4, 2, &LaunchSeg<128, 4, 4, 2>},   {8, 4, 1, &LaunchSeg<128, 8, 4, 1>},
+              {8, 4, 2, &LaunchSeg<128, 8, 4, 2>}};
+    case 2048:
+      return {{1, 16, 2, &Launch<256, 16, 2>},       {4, 4, 1, &LaunchSeg<256, 4, 4, 1>},
+              {4, 4, 2, &LaunchSeg<256, 4, 4, 2>},   {2, 4, 1, &LaunchSeg<256, 2, 4, 1>},
+              {2, 4, 2, &LaunchSeg<256, 2, 4, 2>},   {2, 8, 1, &LaunchSeg<256, 2, 8, 1>},
+              {4, 8, 1, &LaunchSeg<256, 4, 8, 1>}};
+    case 2560:
+      return {{1, 16, 2, &Launch<320, 16, 2>},       {2, 8, 1, &LaunchSeg<320, 2, 8, 1>},
+              {2, 8, 2, &LaunchSeg<320, 2, 8, 2>},   {2, 4, 1, &LaunchSeg<320, 2, 4, 1>},
+              {2, 4, 2, &LaunchSeg<320, 2, 4, 2>},   {3, 4, 1, &LaunchSeg<320, 3, 4, 1>}};
+    default:
+      return {};
+  }
 }
 
 float Median(std::vector<float> v) {
@@ -514,8 +733,8 @@ int Run(const Shape& s, bool time_it, double bw_note) {
   std::vector<float> hout(static_cast<size_t>(s.b) * s.w);
 
   for (const Config& cfg : Configs(s.w)) {
-    if (cfg.fn == nullptr || s.l % (cfg.tb * cfg.cl) != 0) continue;
-    const int clusters = s.b * s.l / (cfg.tb * cfg.cl);
+    if (s.l % cfg.Tokens() != 0) continue;
+    const int clusters = s.b * s.l / cfg.Tokens();
     // Checked: set 0, twice (the second over the first launch's stale flags and workspace).
     double err = 0.0, herr = 0.0;
     for (int rep = 0; rep < 2; ++rep) {
@@ -560,8 +779,8 @@ int Run(const Shape& s, bool time_it, double bw_note) {
       (carry ? us : us_nocarry) = Median(t);
     }
     p.carry = 1;
-    std::printf("%2dx%5dx%4d  tb%-3d cl%-2d clusters %5d  rel_err %.2e  h_final %.2e  %s", s.b, s.l, s.w, cfg.tb,
-                cfg.cl, clusters, rel, hrel, ok ? "ok  " : "WRONG");
+    std::printf("%2dx%5dx%4d  s%d x %-2d cl%d  clusters %5d  rel_err %.2e  h_final %.2e  %s", s.b, s.l, s.w,
+                cfg.segments, cfg.rows, cfg.cl, clusters, rel, hrel, ok ? "ok  " : "WRONG");
     if (time_it && ok)
       std::printf("  %7.1f us  %5.2f TB/s (4 B/elt)  %.2fx of 4 B at 4.25 TB/s  (no carry: %.1f us)", us,
                   4.0 * n / (us * 1e-6) / 1e12, us / bw_note, us_nocarry);

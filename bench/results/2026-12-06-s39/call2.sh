@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 39, call 2 (any card): rows_cluster_fwd.cu again with clusters of 1 (a block-level look-back) and,
+# Session 39, call 2 (any card): rows_cluster_fwd.cu again: RowsForwardSeg (S time segments a block, S times
+# the warps), clusters of 1 and 2, and,
 # per point, the same kernel with no carry at all (each cluster from h = 0: wrong results, timing only), to
 # tell the carry's cost from the blocks' own. $OUT/call2/.
 #   device.run command="bash bench/results/2026-12-06-s39/call2.sh"
