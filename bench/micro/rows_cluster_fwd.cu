@@ -246,9 +246,24 @@ __device__ __forceinline__ void ClusterCarry(const Params& p, const CarrySmem& s
 
 // NT threads (W / 8), TB rows a block, CL blocks a cluster. Cluster q (blockIdx.x / CL) is position q / B of
 // sequence q % B, so the sequences advance together and a cluster waits only on lower cluster indices.
-template <int NT, int TB, int CL>
-__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 : (TB <= 8 ? 2 : 1)) RowsForward(Params p) {
+// kSmem: the tile sits in shared memory (cp.async), not in registers, so that several blocks share an SM and one
+// block's loads overlap another's math; as many blocks as the SM's shared memory holds.
+constexpr int SmemBlocks(int nt, int tb) {
+  const int by_smem = 232448 / (tb * nt * 16 + nt * 64 + 1024), by_threads = 2048 / nt;
+  return by_smem < by_threads ? by_smem : by_threads;
+}
+constexpr int MinBlocks(int nt, int tb, bool smem) {
+  return smem ? SmemBlocks(nt, tb) : (nt <= 128 ? 4 : (tb <= 8 ? 2 : 1));
+}
+__device__ __forceinline__ void CopyAsync16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem) : "memory");
+}
+
+template <int NT, int TB, int CL, bool kSmem = false>
+__global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, MinBlocks(NT, TB, kSmem)) RowsForward(Params p) {
   constexpr int kWarps = NT / 32;
+  extern __shared__ __align__(16) uint4 tile_s[];  // kSmem: TB x NT packs
   __shared__ float red[TB][kWarps];
   __shared__ float r_s[TB], i_s[TB];
   __shared__ float rsum_s;                      // this block's sum of r
@@ -267,10 +282,24 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 :
   const long long t0 = (static_cast<long long>(pos) * CL + rank) * TB;
   const int c0 = tid * kVec;
 
-  uint4 xv[TB];
+  uint4 xr[kSmem ? 1 : TB];
+  auto xv = [&](int t) -> uint4& {
+    if constexpr (kSmem) {
+      return tile_s[t * NT + tid];
+    } else {
+      return xr[t];
+    }
+  };
   const __nv_bfloat16* xrow = p.x + (static_cast<long long>(b) * p.length + t0) * W + c0;
 #pragma unroll
-  for (int t = 0; t < TB; ++t) xv[t] = __ldcs(reinterpret_cast<const uint4*>(xrow + static_cast<long long>(t) * W));
+  for (int t = 0; t < TB; ++t) {
+    if constexpr (kSmem) {
+      CopyAsync16(&xv(t), xrow + static_cast<long long>(t) * W);
+    } else {
+      xv(t) = __ldcs(reinterpret_cast<const uint4*>(xrow + static_cast<long long>(t) * W));
+    }
+  }
+  if constexpr (kSmem) asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;" ::: "memory");
   float k2[kVec], beta[kVec], gamma[kVec];
   {
     const float4* k4 = reinterpret_cast<const float4*>(p.k2 + c0);
@@ -294,7 +323,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 :
 #pragma unroll
   for (int t = 0; t < TB; ++t) {
     float f[kVec];
-    Unpack(xv[t], f);
+    Unpack(xv(t), f);
     part[t] = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
   }
 #pragma unroll
@@ -332,15 +361,15 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 :
   for (int t = 0; t < TB; ++t) {
     const float r = r_s[t], ig = i_s[t];
     float f[kVec], a[kVec];
-    Unpack(xv[t], f);
+    Unpack(xv(t), f);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       float s;
       Gate(k2[j] * r, a[j], s);
       f[j] = s * (ig * beta[j]) * f[j];
     }
-    xv[t] = Pack(f);
-    Unpack(xv[t], f);  // the rounded b, as the second pass will see it
+    xv(t) = Pack(f);
+    Unpack(xv(t), f);  // the rounded b, as the second pass will see it
 #pragma unroll
     for (int j = 0; j < kVec; ++j) h[j] = fmaf(a[j], h[j], f[j]);
   }
@@ -352,7 +381,7 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, NT <= 128 ? 4 :
   for (int t = 0; t < TB; ++t) {
     const float r = r_s[t];
     float f[kVec];
-    Unpack(xv[t], f);
+    Unpack(xv(t), f);
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       h[j] = fmaf(Ex2(k2[j] * r), h[j], f[j]);
@@ -617,9 +646,17 @@ void Reference(const Shape& s, const Host& h, std::vector<double>& y, std::vecto
   }
 }
 
-template <int NT, int TB, int CL>
+template <int NT, int TB, int CL, bool kSmem = false>
 cudaError_t Launch(Params& p, int clusters, cudaStream_t stream) {
-  RowsForward<NT, TB, CL><<<clusters * CL, NT, 0, stream>>>(p);
+  const int smem = kSmem ? TB * NT * 16 : 0;
+  static bool sized = false;
+  if (!sized && smem > 0) {
+    const cudaError_t e =
+        cudaFuncSetAttribute(RowsForward<NT, TB, CL, kSmem>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (e != cudaSuccess) return e;
+    sized = true;
+  }
+  RowsForward<NT, TB, CL, kSmem><<<clusters * CL, NT, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -642,25 +679,24 @@ using LaunchFn = cudaError_t (*)(Params&, int, cudaStream_t);
 struct Config {
   int segments, rows, cl;  // segments x rows tokens a block (RowsForward: 1 x TB)
   LaunchFn fn;
+  bool smem = false;       // RowsForward with its tile in shared memory
   int Tokens() const { return segments * rows * cl; }
 };
 
 std::vector<Config> Configs(int width) {
   switch (width) {
     case 1024:
-      return {{1, 16, 2, &Launch<128, 16, 2>},       {8, 2, 1, &LaunchSeg<128, 8, 2, 1>},
-              {8, 2, 2, &LaunchSeg<128, 8, 2, 2>},   {4, 4, 1, &LaunchSeg<128, 4, 4, 1>},
-              {4, 4, 2, &LaunchSeg<128, 4, 4, 2>},   {8, 4, 1, &LaunchSeg<128, 8, 4, 1>},
-              {8, 4, 2, &LaunchSeg<128, 8, 4, 2>}};
+      return {{1, 16, 2, &Launch<128, 16, 2>},
+              {1, 16, 1, &Launch<128, 16, 1, true>, true}, {1, 16, 2, &Launch<128, 16, 2, true>, true},
+              {1, 8, 2, &Launch<128, 8, 2, true>, true},   {1, 8, 4, &Launch<128, 8, 4, true>, true}};
     case 2048:
-      return {{1, 16, 2, &Launch<256, 16, 2>},       {4, 4, 1, &LaunchSeg<256, 4, 4, 1>},
-              {4, 4, 2, &LaunchSeg<256, 4, 4, 2>},   {2, 4, 1, &LaunchSeg<256, 2, 4, 1>},
-              {2, 4, 2, &LaunchSeg<256, 2, 4, 2>},   {2, 8, 1, &LaunchSeg<256, 2, 8, 1>},
-              {4, 8, 1, &LaunchSeg<256, 4, 8, 1>}};
+      return {{1, 16, 2, &Launch<256, 16, 2>},
+              {1, 16, 1, &Launch<256, 16, 1, true>, true}, {1, 16, 2, &Launch<256, 16, 2, true>, true},
+              {1, 8, 2, &Launch<256, 8, 2, true>, true},   {1, 8, 4, &Launch<256, 8, 4, true>, true}};
     case 2560:
-      return {{1, 16, 2, &Launch<320, 16, 2>},       {2, 8, 1, &LaunchSeg<320, 2, 8, 1>},
-              {2, 8, 2, &LaunchSeg<320, 2, 8, 2>},   {2, 4, 1, &LaunchSeg<320, 2, 4, 1>},
-              {2, 4, 2, &LaunchSeg<320, 2, 4, 2>},   {3, 4, 1, &LaunchSeg<320, 3, 4, 1>}};
+      return {{1, 16, 2, &Launch<320, 16, 2>},
+              {1, 16, 1, &Launch<320, 16, 1, true>, true}, {1, 16, 2, &Launch<320, 16, 2, true>, true},
+              {1, 8, 2, &Launch<320, 8, 2, true>, true},   {1, 8, 4, &Launch<320, 8, 4, true>, true}};
     default:
       return {};
   }
@@ -779,8 +815,8 @@ int Run(const Shape& s, bool time_it, double bw_note) {
       (carry ? us : us_nocarry) = Median(t);
     }
     p.carry = 1;
-    std::printf("%2dx%5dx%4d  s%d x %-2d cl%d  clusters %5d  rel_err %.2e  h_final %.2e  %s", s.b, s.l, s.w,
-                cfg.segments, cfg.rows, cfg.cl, clusters, rel, hrel, ok ? "ok  " : "WRONG");
+    std::printf("%2dx%5dx%4d  s%d x %-2d cl%d %-4s clusters %5d  rel_err %.2e  h_final %.2e  %s", s.b, s.l, s.w,
+                cfg.segments, cfg.rows, cfg.cl, cfg.smem ? "smem" : "regs", clusters, rel, hrel, ok ? "ok  " : "WRONG");
     if (time_it && ok)
       std::printf("  %7.1f us  %5.2f TB/s (4 B/elt)  %.2fx of 4 B at 4.25 TB/s  (no carry: %.1f us)", us,
                   4.0 * n / (us * 1e-6) / 1e12, us / bw_note, us_nocarry);
