@@ -16,7 +16,10 @@
 // Same math and the same three MUFU an element as the held forward (`_b4`): the gate's ex2 and sqrt, the second
 // pass's ex2. Checked against a float64 CPU reference at every shape (the service's bf16 tolerance, 1e-2 of
 // max |ref|), then timed as the service times (input sets rotated past L2, CUDA events around an inner loop,
-// median of samples) beside a bf16 copy (the same 4 B per element) on the same card.
+// median of samples) beside a bf16 copy (the same 4 B per element) on the same card, each point also with one
+// fence per release and with no carry (timing only). Three forms: the tile in registers (RowsForward), in
+// shared memory (kSmem), and split into time segments (RowsForwardSeg). Measured (session 39, H100): slower than
+// the service's control + held forward at every seed shape; see bench/NOTES.md.
 // Build and run on the GPU:
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/rows_cluster_fwd bench/micro/rows_cluster_fwd.cu && /tmp/rows_cluster_fwd
 #include <algorithm>
@@ -685,16 +688,21 @@ struct Config {
   int Tokens() const { return segments * rows * cl; }
 };
 
+// Each width: the register form's best point, the segmented form's best, and the shared-memory tile (session 39's
+// calls 1-4; bench/NOTES.md has the others' figures, measured at earlier commits of this file).
 std::vector<Config> Configs(int width) {
   switch (width) {
     case 1024:
-      return {{1, 16, 1, &Launch<128, 16, 1, true>, true}, {1, 16, 2, &Launch<128, 16, 2, true>, true},
+      return {{1, 16, 2, &Launch<128, 16, 2>},           {8, 4, 2, &LaunchSeg<128, 8, 4, 2>},
+              {1, 16, 1, &Launch<128, 16, 1, true>, true}, {1, 16, 2, &Launch<128, 16, 2, true>, true},
               {1, 16, 4, &Launch<128, 16, 4, true>, true}};
     case 2048:
-      return {{1, 16, 1, &Launch<256, 16, 1, true>, true}, {1, 16, 2, &Launch<256, 16, 2, true>, true},
+      return {{1, 16, 2, &Launch<256, 16, 2>},           {4, 8, 1, &LaunchSeg<256, 4, 8, 1>},
+              {1, 16, 1, &Launch<256, 16, 1, true>, true}, {1, 16, 2, &Launch<256, 16, 2, true>, true},
               {1, 16, 4, &Launch<256, 16, 4, true>, true}};
     case 2560:
-      return {{1, 16, 1, &Launch<320, 16, 1, true>, true}, {1, 16, 2, &Launch<320, 16, 2, true>, true},
+      return {{1, 16, 2, &Launch<320, 16, 2>},           {2, 8, 2, &LaunchSeg<320, 2, 8, 2>},
+              {1, 16, 1, &Launch<320, 16, 1, true>, true}, {1, 16, 2, &Launch<320, 16, 2, true>, true},
               {1, 16, 4, &Launch<320, 16, 4, true>, true}};
     default:
       return {};
