@@ -15,23 +15,10 @@
 #include <cuda_runtime.h>
 
 #include "cuda_check.h"
+#include "ptx.h"
 
 constexpr int kVec = 8;             // channels per lane
 constexpr int kGroup = 32 * kVec;   // channels per resolver warp
-
-__device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void StoreRelease(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ float Ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // One warp per block, block g takes channels [g kGroup, (g + 1) kGroup). BATCH tiles per round: their flags
 // polled (lane j < BATCH: tile t0 + j), their R broadcast, their H loaded, then composed in order and stored.

@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_check.h"
+#include "ptx.h"
 
 namespace cg = cooperative_groups;
 
@@ -58,24 +59,6 @@ struct Params {
                                  // 0: the barrier, then thread 0's st.release (cumulative) alone
 };
 
-__device__ __forceinline__ float Ex2(float v) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-}
-__device__ __forceinline__ float SqrtApprox(float v) {
-  float r;
-  asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-  return r;
-}
-__device__ __forceinline__ unsigned LoadAcquire(const unsigned* p) {
-  unsigned v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ void StoreRelease(unsigned* p, unsigned v) {
-  asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
 __device__ __forceinline__ void ClusterArrive() { asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory"); }
 __device__ __forceinline__ void ClusterWait() { asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 
@@ -95,6 +78,36 @@ __device__ __forceinline__ uint4 Pack(const float (&f)[kVec]) {
   return make_uint4(Pack2(f[0], f[1]), Pack2(f[2], f[3]), Pack2(f[4], f[5]), Pack2(f[6], f[7]));
 }
 __device__ __forceinline__ float Sigmoid(float z) { return 1.0f / (1.0f + __expf(-z)); }
+
+// m_t and the controls of a block's rows. part: this thread's sums of its 8 channels for N rows (rows row0 ..
+// row0 + N - 1 of the block); red: the block's (rows x warps) partials. After the block barrier, warp 0's lanes
+// below `rows` form (r_t, i_t) of row `lane` into r_s, i_s and return r_t (0 elsewhere); other warps return 0.
+template <int N, int kWarps>
+__device__ __forceinline__ float RowControls(float (&part)[N], float (*red)[kWarps], int row0, int wcol, int rows,
+                                             float* r_s, float* i_s, const Params& p) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+#pragma unroll
+    for (int t = 0; t < N; ++t) part[t] += __shfl_xor_sync(0xffffffffu, part[t], o);
+  }
+  if (lane == 0) {
+#pragma unroll
+    for (int t = 0; t < N; ++t) red[row0 + t][wcol] = part[t];
+  }
+  __syncthreads();
+  float r = 0.0f;
+  if (threadIdx.x < 32 && lane < rows) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += red[lane][w];
+    const float m = sum / static_cast<float>(p.width);
+    r = Sigmoid(fmaf(p.wr, m, p.br));
+    r_s[lane] = r;
+    i_s[lane] = Sigmoid(fmaf(p.wi, m, p.bi));
+  }
+  return r;
+}
 
 // The held forward's gate at 16 bits (kernels_src/gated_held.cuh, ForwardGate): z = log2 a; 1 - a^2 by its
 // two-term series near a = 1, else 1 - a^2.
@@ -331,27 +344,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT, MinBlocks(NT, T
     Unpack(xv(t), f);
     part[t] = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-    for (int t = 0; t < TB; ++t) part[t] += __shfl_xor_sync(0xffffffffu, part[t], o);
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int t = 0; t < TB; ++t) red[t][warp] = part[t];
-  }
-  __syncthreads();
+  float r = RowControls<TB, kWarps>(part, red, 0, warp, TB, r_s, i_s, p);
   if (warp == 0) {
-    float r = 0.0f;
-    if (lane < TB) {
-      float s = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) s += red[lane][w];
-      const float m = s / static_cast<float>(W);
-      r = Sigmoid(fmaf(p.wr, m, p.br));
-      r_s[lane] = r;
-      i_s[lane] = Sigmoid(fmaf(p.wi, m, p.bi));
-    }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) r += __shfl_xor_sync(0xffffffffu, r, o);
     if (lane == 0) rsum_s = r;
@@ -458,27 +452,8 @@ __global__ void __cluster_dims__(CL, 1, 1) __launch_bounds__(NT * S, NT * S >= 1
     Unpack(xv[t], f);
     part[t] = ((f[0] + f[1]) + (f[2] + f[3])) + ((f[4] + f[5]) + (f[6] + f[7]));
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-#pragma unroll
-    for (int t = 0; t < TI; ++t) part[t] += __shfl_xor_sync(0xffffffffu, part[t], o);
-  }
-  if (lane == 0) {
-#pragma unroll
-    for (int t = 0; t < TI; ++t) red[seg * TI + t][wseg] = part[t];
-  }
-  __syncthreads();
+  const float r = RowControls<TI, kWarpsPerSeg>(part, red, seg * TI, wseg, TB, r_s, i_s, p);
   if (warp == 0) {
-    float r = 0.0f;
-    if (lane < TB) {
-      float sum = 0.0f;
-#pragma unroll
-      for (int w = 0; w < kWarpsPerSeg; ++w) sum += red[lane][w];
-      const float m = sum / static_cast<float>(W);
-      r = Sigmoid(fmaf(p.wr, m, p.br));
-      r_s[lane] = r;
-      i_s[lane] = Sigmoid(fmaf(p.wi, m, p.bi));
-    }
     float scan = r;  // inclusive prefix of r over the block's rows
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
