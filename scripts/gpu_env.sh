@@ -27,3 +27,31 @@ start_daemon() {
   echo "scantuned did not answer on $sock (log: $2)" >&2
   return 1
 }
+
+# The served samu selections per seed shape (bf16 fwd_bwd; session 36 on the H200), the baseline that a call
+# times a samu change against on its own card.
+declare -A samu_selections=(
+  [4x2048x2048]=chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1
+  [1x8192x2560]=chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1
+  [1x32768x1024]=chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1
+  [1x32768x2048]=chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1
+)
+
+# tune_samu_selections RES [SUFFIX] [DEADLINE] [JOB_S]: on the daemon of start_daemon ($cli), one bf16 fwd_bwd
+# tuning job per seed shape over its selection (and, with SUFFIX, the selection's twin named with it, e.g. _e1),
+# progress in RES/tune_SHAPE.progress. No job starts after the epoch second DEADLINE, and each is cut at JOB_S
+# seconds (0 or none: no limit). Then the records: RES/records_all.txt, and RES/by_shape.txt (shape, variant,
+# state, fwd / bwd / fwd_bwd ms).
+tune_samu_selections() {
+  local res=$1 suffix=${2:-} deadline=${3:-0} job_s=${4:-0} shape variants
+  for shape in 4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048; do
+    [ "$deadline" -eq 0 ] || [ "$(date +%s)" -lt "$deadline" ] || break
+    echo "== tune samu $shape"
+    variants=${samu_selections[$shape]}${suffix:+,${samu_selections[$shape]}$suffix}
+    timeout "$job_s" $cli tune --op samu --shape $shape --dtype bf16 --mode fwd_bwd --variants "$variants" \
+      --skip-unfit --force 2>"$res/tune_$shape.progress" | tail -1
+  done
+  $cli records --limit 200 >"$res/records_all.txt"
+  grep -E "^ *[0-9]+ +samu " "$res/records_all.txt" | awk '{print $5, $3, $4, $8, $9, $10}' | sort |
+    tee "$res/by_shape.txt"
+}

@@ -19,19 +19,7 @@ nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,memory.total --for
 nvcc -O3 -arch=sm_90 -o /tmp/l2_reuse "$root/bench/micro/l2_reuse.cu" && timeout 120 /tmp/l2_reuse >"$res/l2_reuse.txt" 2>&1
 head -40 "$res/l2_reuse.txt"
 start_daemon s38 "$res/scantuned.log"
-declare -A pts=(
-  [4x2048x2048]=chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1
-  [1x8192x2560]=chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1
-  [1x32768x1024]=chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1
-  [1x32768x2048]=chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1
-)
-for shape in 4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048; do
-  echo "== tune samu $shape"
-  $cli tune --op samu --shape $shape --dtype bf16 --mode fwd_bwd --variants "${pts[$shape]},${pts[$shape]}_e1" \
-    --skip-unfit --force 2>"$res/tune_$shape.progress" | tail -1
-done
-$cli records --limit 200 >"$res/records_all.txt"
-grep -E "^ *[0-9]+ +samu " "$res/records_all.txt" | awk '{print $5, $3, $4, $8, $9, $10}' | sort | tee "$res/by_shape.txt"
+tune_samu_selections "$res" _e1
 kill $daemon; wait $daemon 2>/dev/null
 echo "tunes done at $(( $(date +%s) - t0 )) s"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)

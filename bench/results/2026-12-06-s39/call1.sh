@@ -18,20 +18,7 @@ nvcc -O3 -std=c++17 -arch=sm_90 -Xptxas -v -o /tmp/rows_cluster_fwd "$root/bench
 echo "rows_cluster_fwd done at $(( $(date +%s) - t0 )) s"
 tar -C "$out" -czf "$out/call1.tar.gz" call1
 start_daemon s39 "$res/scantuned.log"
-declare -A pts=(
-  [4x2048x2048]=chunked_v8_t256_c32_l64_y1_b4_i32_a1_k1
-  [1x8192x2560]=chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1
-  [1x32768x1024]=chunked_v8_t512_c64_l64_y1_b4_i32_a1_k1
-  [1x32768x2048]=chunked_v8_t256_c128_l64_y1_b5_i32_a1_k1
-)
-for shape in 4x2048x2048 1x8192x2560 1x32768x1024 1x32768x2048; do
-  [ $(( $(date +%s) - t0 )) -lt $(( guard - 200 )) ] || break
-  echo "== tune samu $shape"
-  timeout 120 $cli tune --op samu --shape $shape --dtype bf16 --mode fwd_bwd --variants "${pts[$shape]}" \
-    --skip-unfit --force 2>"$res/tune_$shape.progress" | tail -1
-done
-$cli records --limit 200 >"$res/records_all.txt"
-grep -E "^ *[0-9]+ +samu " "$res/records_all.txt" | awk '{print $5, $3, $4, $8, $9, $10}' | sort | tee "$res/by_shape.txt"
+tune_samu_selections "$res" "" $(( t0 + guard - 200 )) 120
 kill $daemon; wait $daemon 2>/dev/null
 echo "baseline done at $(( $(date +%s) - t0 )) s"
 tar -C "$out" -czf "$out/call1.tar.gz" call1
