@@ -55,3 +55,16 @@ tune_samu_selections() {
   grep -E "^ *[0-9]+ +samu " "$res/records_all.txt" | awk '{print $5, $3, $4, $8, $9, $10}' | sort |
     tee "$res/by_shape.txt"
 }
+
+# h200_checks_with_time_left DEADLINE [MIN_S]: on an H200 with more than MIN_S seconds (default 0) left before the
+# epoch second DEADLINE, session 37's h200_checks.sh within that time; on any other card, a line saying so.
+h200_checks_with_time_left() {
+  local deadline=$1 min_s=${2:-0} name left
+  name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  left=$(( deadline - $(date +%s) ))
+  case "$name" in
+    *H200*) [ "$left" -gt "$min_s" ] && CHECKS_GUARD=$left CHECKS_TESTS_S=$(( left - 20 )) \
+              bash "$root/bench/results/2026-12-05-s37/h200_checks.sh" ;;
+    *) echo "not an H200: h200_checks.sh not run" ;;
+  esac
+}

@@ -40,9 +40,4 @@ done
 nvcc -O3 -arch=sm_90 -o /tmp/l2_reuse "$root/bench/micro/l2_reuse.cu" && timeout 120 /tmp/l2_reuse | tee "$res/l2_reuse.txt"
 tar -C "$out" -czf "$out/l2.tar.gz" l2
 echo "l2 done at $(( $(date +%s) - t0 )) s"
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$name" in
-  *H200*) left=$(( ${CALL_GUARD:-560} - ($(date +%s) - t0) ))
-          CHECKS_GUARD=$left CHECKS_TESTS_S=$(( left - 20 )) bash "$root/bench/results/2026-12-05-s37/h200_checks.sh" ;;
-  *) echo "not an H200: h200_checks.sh not run" ;;
-esac
+h200_checks_with_time_left $(( t0 + ${CALL_GUARD:-560} ))

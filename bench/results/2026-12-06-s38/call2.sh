@@ -45,10 +45,4 @@ OUT=$res SCANTUNE_CTEST_REGEX='SamuL2HintVariantsAreLegal' timeout $(( left > 20
 grep -E 'Test +#|tests passed|FAILED|Failure|Timeout' "$res/gpu_tests.log" 2>/dev/null | head
 echo "tests done at $(( $(date +%s) - t0 )) s"
 tar -C "$out" -czf "$out/call2.tar.gz" call2
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-left=$(( guard - ($(date +%s) - t0) ))
-case "$name" in
-  *H200*) [ "$left" -gt 150 ] && CHECKS_GUARD=$left CHECKS_TESTS_S=$(( left - 20 )) \
-            bash "$root/bench/results/2026-12-05-s37/h200_checks.sh" ;;
-  *) echo "not an H200: h200_checks.sh not run" ;;
-esac
+h200_checks_with_time_left $(( t0 + guard )) 150

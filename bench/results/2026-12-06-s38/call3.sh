@@ -9,9 +9,4 @@ res=$out/call3 && mkdir -p "$res"
 nvidia-smi --query-gpu=name,uuid,driver_version,clocks.max.sm,memory.total --format=csv | tee "$res/gpu.txt"
 nvcc -O3 -arch=sm_90 -o /tmp/carry_resolver "$root/bench/micro/carry_resolver.cu" &&
   timeout 120 /tmp/carry_resolver | tee "$res/carry_resolver.txt"
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-left=$(( ${CALL_GUARD:-560} - ($(date +%s) - t0) ))
-case "$name" in
-  *H200*) CHECKS_GUARD=$left CHECKS_TESTS_S=$(( left - 20 )) bash "$root/bench/results/2026-12-05-s37/h200_checks.sh" ;;
-  *) echo "not an H200: h200_checks.sh not run" ;;
-esac
+h200_checks_with_time_left $(( t0 + ${CALL_GUARD:-560} ))

@@ -27,10 +27,4 @@ if [ $(( $(date +%s) - t0 )) -lt $(( guard - 150 )) ]; then
     timeout 100 /tmp/carry_resolver 2>&1 | tee "$res/carry_resolver.txt"
 fi
 tar -C "$out" -czf "$out/call1.tar.gz" call1
-name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-left=$(( guard - ($(date +%s) - t0) ))
-case "$name" in
-  *H200*) [ "$left" -gt 150 ] && CHECKS_GUARD=$left CHECKS_TESTS_S=$(( left - 20 )) \
-            bash "$root/bench/results/2026-12-05-s37/h200_checks.sh" ;;
-  *) echo "not an H200: h200_checks.sh not run" ;;
-esac
+h200_checks_with_time_left $(( t0 + guard )) 150
