@@ -9,11 +9,15 @@
 //   - Every input set is rotated so that each launch reads buffers no launch touched for > 2 L2 sizes.
 //   - CUDA events around kInner launches, median of kSamples samples; GB/s counts the bytes the forward
 //     must move (6 per element at bf16), as FloorBytes does.
+// Part 2 asks the same of samu's fwd_bwd: its chain's passes (control reads x; the forward reads x and writes y;
+// the backward's agg reads dy; its rescan reads x, y and dy and writes dx: 16 B per element) as elementwise
+// passes with no scan and no math, back to back, so their sum is what the chain's bytes cost with nothing else.
 // Build and run on the GPU:
 //   nvcc -O3 -arch=sm_90 -o /tmp/stream_ceiling bench/micro/stream_ceiling.cu && /tmp/stream_ceiling
 #include <algorithm>
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -126,6 +130,45 @@ __global__ void __launch_bounds__(THREADS) CopyOneShot(const uint4* __restrict__
   for (int k = 0; k < ITEMS; ++k) {
     const long long i = base + static_cast<long long>(k) * THREADS;
     if (i < n) StoreStream(y + i, v[k]);
+  }
+}
+
+// One elementwise pass of NIN inputs: with an output, out = the XOR of the inputs' packs; without, each block
+// XORs its packs into one word (so its loads stay live), a read-only pass.
+template <int NIN, bool kWrite>
+__global__ void __launch_bounds__(256) Pass(const uint4* __restrict__ in0, const uint4* __restrict__ in1,
+                                           const uint4* __restrict__ in2, uint4* __restrict__ out,
+                                           unsigned* __restrict__ sink, long long n) {
+  constexpr int kItems = 4;
+  const long long base = static_cast<long long>(blockIdx.x) * 256 * kItems + threadIdx.x;
+  const uint4* in[3] = {in0, in1, in2};
+  uint4 v[kItems];
+#pragma unroll
+  for (int k = 0; k < kItems; ++k) {
+    const long long i = base + static_cast<long long>(k) * 256;
+    v[k] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int j = 0; j < NIN; ++j) {
+      if (i < n) {
+        const uint4 w = LoadStream(in[j] + i);
+        v[k].x ^= w.x;
+        v[k].y ^= w.y;
+        v[k].z ^= w.z;
+        v[k].w ^= w.w;
+      }
+    }
+  }
+  if constexpr (kWrite) {
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) {
+      const long long i = base + static_cast<long long>(k) * 256;
+      if (i < n) StoreStream(out + i, v[k]);
+    }
+  } else {
+    unsigned acc = 0;
+#pragma unroll
+    for (int k = 0; k < kItems; ++k) acc ^= v[k].x ^ v[k].y ^ v[k].z ^ v[k].w;
+    if (acc == 0x9e3779b9u) sink[blockIdx.x] = acc;
   }
 }
 
@@ -306,5 +349,60 @@ int main() {
     std::printf("  best elementwise: %.1f us (%s), %.0f GB/s = %.3fx the floor; 1.5x the public forward needs %.1f us\n",
                 best, best_name, bytes / best * 1e-3, best / floor_us, sh.public_fwd_us / 1.5);
   }
+    // Part 2: samu's fwd_bwd chain as elementwise passes (bf16), each shape with rotated sets of x, y, dy, dx.
+  // Our selections' fwd_bwd on this card model: the H200's from session 36, the H100's from session 39's baseline.
+  const bool h100 = std::strstr(prop.name, "H100") != nullptr;
+  const double h200_us[] = {98.6, 126.8, 179.5, 309.2}, h100_us[] = {118.3, 144.4, 223.7, 405.2};
+  const double* samu_us = h100 ? h100_us : h200_us;
+  std::printf("\nsamu fwd_bwd's passes with no scan (16 B per element; floor at 4.25 TB/s; our selection: %s)\n",
+              h100 ? "H100, session 39" : "H200, session 36");
+  unsigned* sink;
+  CHECK(cudaMalloc(&sink, 1 << 24));
+  for (int si = 0; si < 4; ++si) {
+    const Shape& sh = shapes[si];
+    const long long n = sh.elements(), packs = n / 8;
+    const unsigned blocks = static_cast<unsigned>((packs + 1023) / 1024);
+    const double set_bytes = 8.0 * n;
+    const int sets = static_cast<int>(std::max<long long>(2, (4 * l2) / static_cast<long long>(set_bytes) + 2));
+    std::vector<uint4*> x(sets), y(sets), dy(sets), dx(sets);
+    for (int k = 0; k < sets; ++k) {
+      CHECK(cudaMalloc(&x[k], n * 2));
+      CHECK(cudaMalloc(&y[k], n * 2));
+      CHECK(cudaMalloc(&dy[k], n * 2));
+      CHECK(cudaMalloc(&dx[k], n * 2));
+      CHECK(cudaMemset(x[k], 0x3f, n * 2));
+      CHECK(cudaMemset(dy[k], 0x3f, n * 2));
+    }
+    auto control = [&](int k) { Pass<1, false><<<blocks, 256>>>(x[k], nullptr, nullptr, nullptr, sink, packs); };
+    auto forward = [&](int k) { Pass<1, true><<<blocks, 256>>>(x[k], nullptr, nullptr, y[k], sink, packs); };
+    auto agg = [&](int k) { Pass<1, false><<<blocks, 256>>>(dy[k], nullptr, nullptr, nullptr, sink, packs); };
+    auto rescan = [&](int k) { Pass<3, true><<<blocks, 256>>>(x[k], y[k], dy[k], dx[k], sink, packs); };
+    float t_control = 0, t_forward = 0, t_agg = 0, t_rescan = 0, t_chain = 0;
+    if (Median(control, sets, &t_control) || Median(forward, sets, &t_forward) || Median(agg, sets, &t_agg) ||
+        Median(rescan, sets, &t_rescan) ||
+        Median(
+            [&](int k) {
+              control(k);
+              forward(k);
+              agg(k);
+              rescan(k);
+            },
+            sets, &t_chain))
+      return 1;
+    const double bytes = 16.0 * n;
+    std::printf("%lldx%lldx%lld: control %.1f + forward %.1f + agg %.1f + rescan %.1f us alone; the chain %.1f us "
+                "(%.0f GB/s; floor %.1f us); our selection %.1f us = %.2fx the chain; 1.5x of the 14 B floor %.1f us = "
+                "%.2fx the chain\n",
+                sh.b, sh.l, sh.w, t_control, t_forward, t_agg, t_rescan, t_chain, bytes / t_chain * 1e-3,
+                bytes / 4.25e6, samu_us[si], samu_us[si] / t_chain, 1.5 * 14.0 * n / 4.25e6,
+                1.5 * 14.0 * n / 4.25e6 / t_chain);
+    for (int k = 0; k < sets; ++k) {
+      CHECK(cudaFree(x[k]));
+      CHECK(cudaFree(y[k]));
+      CHECK(cudaFree(dy[k]));
+      CHECK(cudaFree(dx[k]));
+    }
+  }
+  CHECK(cudaFree(sink));
   return 0;
 }
