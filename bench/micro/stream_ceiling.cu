@@ -58,11 +58,10 @@ __device__ __forceinline__ uint4 Mul8(uint4 a, uint4 x) {
   return r;
 }
 
-// h = a * x over n packs: block b takes packs [b x THREADS x ITEMS, ...), all loads first.
+// h = a * x over the ITEMS packs of one thread from `base` (THREADS apart), all loads first.
 template <int THREADS, int ITEMS, bool kStreamLoad, bool kStreamStore>
-__global__ void __launch_bounds__(THREADS) MulOneShot(const uint4* __restrict__ a, const uint4* __restrict__ x,
-                                                      uint4* __restrict__ h, long long n) {
-  const long long base = static_cast<long long>(blockIdx.x) * THREADS * ITEMS + threadIdx.x;
+__device__ __forceinline__ void MulPacks(const uint4* __restrict__ a, const uint4* __restrict__ x,
+                                         uint4* __restrict__ h, long long base, long long n) {
   uint4 va[ITEMS], vx[ITEMS];
 #pragma unroll
   for (int k = 0; k < ITEMS; ++k) {
@@ -85,6 +84,14 @@ __global__ void __launch_bounds__(THREADS) MulOneShot(const uint4* __restrict__ 
   }
 }
 
+// One-shot grid: block b takes packs [b x THREADS x ITEMS, ...).
+template <int THREADS, int ITEMS, bool kStreamLoad, bool kStreamStore>
+__global__ void __launch_bounds__(THREADS) MulOneShot(const uint4* __restrict__ a, const uint4* __restrict__ x,
+                                                      uint4* __restrict__ h, long long n) {
+  MulPacks<THREADS, ITEMS, kStreamLoad, kStreamStore>(
+      a, x, h, static_cast<long long>(blockIdx.x) * THREADS * ITEMS + threadIdx.x, n);
+}
+
 // The same with a grid-stride loop, ITEMS packs in flight per trip.
 template <int THREADS, int ITEMS, bool kStreamLoad, bool kStreamStore>
 __global__ void __launch_bounds__(THREADS) MulStride(const uint4* __restrict__ a, const uint4* __restrict__ x,
@@ -92,26 +99,7 @@ __global__ void __launch_bounds__(THREADS) MulStride(const uint4* __restrict__ a
   const long long stride = static_cast<long long>(gridDim.x) * THREADS * ITEMS;
   for (long long base = static_cast<long long>(blockIdx.x) * THREADS * ITEMS + threadIdx.x; base < n;
        base += stride) {
-    uint4 va[ITEMS], vx[ITEMS];
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      const long long i = base + static_cast<long long>(k) * THREADS;
-      if (i < n) {
-        va[k] = kStreamLoad ? LoadStream(a + i) : LoadPlain(a + i);
-        vx[k] = kStreamLoad ? LoadStream(x + i) : LoadPlain(x + i);
-      }
-    }
-#pragma unroll
-    for (int k = 0; k < ITEMS; ++k) {
-      const long long i = base + static_cast<long long>(k) * THREADS;
-      if (i < n) {
-        if (kStreamStore) {
-          StoreStream(h + i, Mul8(va[k], vx[k]));
-        } else {
-          StorePlain(h + i, Mul8(va[k], vx[k]));
-        }
-      }
-    }
+    MulPacks<THREADS, ITEMS, kStreamLoad, kStreamStore>(a, x, h, base, n);
   }
 }
 
@@ -216,35 +204,22 @@ int Median(Launch launch, int sets, float* median_us) {
   return 0;
 }
 
+// One form of h = a * x timed and printed; the best so far kept. per_sm 0: the one-shot grid; else a grid-stride
+// loop over sms x per_sm blocks.
 template <int THREADS, int ITEMS, bool kSL, bool kSS>
-int TimeOneShot(const Sets& s, long long packs, const char* name, double bytes, double* best, const char** best_name) {
-  const long long blocks = (packs + THREADS * ITEMS - 1) / (THREADS * ITEMS);
-  float us = 0.0f;
-  if (Median(
-          [&](int k) {
-            MulOneShot<THREADS, ITEMS, kSL, kSS><<<static_cast<unsigned>(blocks), THREADS>>>(s.a[k], s.x[k], s.h[k],
-                                                                                             packs);
-          },
-          s.count, &us))
-    return 1;
-  std::printf("  %-44s %8.1f us  %6.0f GB/s\n", name, us, bytes / us * 1e-3);
-  if (us < *best) {
-    *best = us;
-    *best_name = name;
-  }
-  return 0;
-}
-
-template <int THREADS, int ITEMS, bool kSL, bool kSS>
-int TimeStride(const Sets& s, long long packs, int sms, int per_sm, const char* name, double bytes, double* best,
-               const char** best_name) {
+int TimeForm(const Sets& s, long long packs, int sms, int per_sm, const char* name, double bytes, double* best,
+             const char** best_name) {
   const long long need = (packs + THREADS * ITEMS - 1) / (THREADS * ITEMS);
-  const long long blocks = std::min<long long>(need, static_cast<long long>(sms) * per_sm);
+  const unsigned blocks =
+      static_cast<unsigned>(per_sm == 0 ? need : std::min<long long>(need, static_cast<long long>(sms) * per_sm));
   float us = 0.0f;
   if (Median(
           [&](int k) {
-            MulStride<THREADS, ITEMS, kSL, kSS><<<static_cast<unsigned>(blocks), THREADS>>>(s.a[k], s.x[k], s.h[k],
-                                                                                            packs);
+            if (per_sm == 0) {
+              MulOneShot<THREADS, ITEMS, kSL, kSS><<<blocks, THREADS>>>(s.a[k], s.x[k], s.h[k], packs);
+            } else {
+              MulStride<THREADS, ITEMS, kSL, kSS><<<blocks, THREADS>>>(s.a[k], s.x[k], s.h[k], packs);
+            }
           },
           s.count, &us))
     return 1;
@@ -324,32 +299,38 @@ int main() {
       s.h.push_back(h);
     }
     const double floor_us = bytes / 4.25e6;
-    std::printf("\n%lldx%lldx%lld: %.0f MB, floor %.1f us at 4.25 TB/s; public fwd %.0f us, 1.5x faster = %.1f us; "
-                "ours %.1f us (%d input sets)\n",
-                sh.b, sh.l, sh.w, bytes / 1e6, floor_us, sh.public_fwd_us, sh.public_fwd_us / 1.5, sh.ours_fwd_us,
-                s.count);
+    std::printf(
+        "\n%lldx%lldx%lld: %.0f MB, floor %.1f us at 4.25 TB/s; public fwd %.0f us, 1.5x faster = %.1f us; "
+        "ours %.1f us (%d input sets)\n",
+        sh.b, sh.l, sh.w, bytes / 1e6, floor_us, sh.public_fwd_us, sh.public_fwd_us / 1.5, sh.ours_fwd_us, s.count);
     double best = 1e30;
     const char* best_name = "";
     int rc = 0;
-    rc |= TimeOneShot<256, 1, false, false>(s, packs, "one-shot t256 i1 plain", bytes, &best, &best_name);
-    rc |= TimeOneShot<256, 2, false, false>(s, packs, "one-shot t256 i2 plain", bytes, &best, &best_name);
-    rc |= TimeOneShot<256, 4, false, false>(s, packs, "one-shot t256 i4 plain", bytes, &best, &best_name);
-    rc |= TimeOneShot<256, 2, true, true>(s, packs, "one-shot t256 i2 nc-no-allocate / cs", bytes, &best, &best_name);
-    rc |= TimeOneShot<256, 4, true, true>(s, packs, "one-shot t256 i4 nc-no-allocate / cs", bytes, &best, &best_name);
-    rc |= TimeOneShot<256, 8, true, true>(s, packs, "one-shot t256 i8 nc-no-allocate / cs", bytes, &best, &best_name);
-    rc |= TimeOneShot<512, 4, true, true>(s, packs, "one-shot t512 i4 nc-no-allocate / cs", bytes, &best, &best_name);
-    rc |= TimeOneShot<128, 8, true, true>(s, packs, "one-shot t128 i8 nc-no-allocate / cs", bytes, &best, &best_name);
-    rc |= TimeOneShot<256, 4, true, false>(s, packs, "one-shot t256 i4 nc-no-allocate / plain", bytes, &best,
-                                           &best_name);
-    rc |= TimeStride<256, 4, true, true>(s, packs, sms, 8, "stride t256 i4 8/SM nc / cs", bytes, &best, &best_name);
-    rc |= TimeStride<256, 2, true, true>(s, packs, sms, 8, "stride t256 i2 8/SM nc / cs", bytes, &best, &best_name);
-    rc |= TimeStride<512, 4, true, true>(s, packs, sms, 4, "stride t512 i4 4/SM nc / cs", bytes, &best, &best_name);
-    rc |= TimeStride<256, 8, true, true>(s, packs, sms, 4, "stride t256 i8 4/SM nc / cs", bytes, &best, &best_name);
+    rc |= TimeForm<256, 1, false, false>(s, packs, sms, 0, "one-shot t256 i1 plain", bytes, &best, &best_name);
+    rc |= TimeForm<256, 2, false, false>(s, packs, sms, 0, "one-shot t256 i2 plain", bytes, &best, &best_name);
+    rc |= TimeForm<256, 4, false, false>(s, packs, sms, 0, "one-shot t256 i4 plain", bytes, &best, &best_name);
+    rc |= TimeForm<256, 2, true, true>(s, packs, sms, 0, "one-shot t256 i2 nc-no-allocate / cs", bytes, &best,
+                                       &best_name);
+    rc |= TimeForm<256, 4, true, true>(s, packs, sms, 0, "one-shot t256 i4 nc-no-allocate / cs", bytes, &best,
+                                       &best_name);
+    rc |= TimeForm<256, 8, true, true>(s, packs, sms, 0, "one-shot t256 i8 nc-no-allocate / cs", bytes, &best,
+                                       &best_name);
+    rc |= TimeForm<512, 4, true, true>(s, packs, sms, 0, "one-shot t512 i4 nc-no-allocate / cs", bytes, &best,
+                                       &best_name);
+    rc |= TimeForm<128, 8, true, true>(s, packs, sms, 0, "one-shot t128 i8 nc-no-allocate / cs", bytes, &best,
+                                       &best_name);
+    rc |= TimeForm<256, 4, true, false>(s, packs, sms, 0, "one-shot t256 i4 nc-no-allocate / plain", bytes, &best,
+                                        &best_name);
+    rc |= TimeForm<256, 4, true, true>(s, packs, sms, 8, "stride t256 i4 8/SM nc / cs", bytes, &best, &best_name);
+    rc |= TimeForm<256, 2, true, true>(s, packs, sms, 8, "stride t256 i2 8/SM nc / cs", bytes, &best, &best_name);
+    rc |= TimeForm<512, 4, true, true>(s, packs, sms, 4, "stride t512 i4 4/SM nc / cs", bytes, &best, &best_name);
+    rc |= TimeForm<256, 8, true, true>(s, packs, sms, 4, "stride t256 i8 4/SM nc / cs", bytes, &best, &best_name);
     if (rc) return 1;
-    std::printf("  best elementwise: %.1f us (%s), %.0f GB/s = %.3fx the floor; 1.5x the public forward needs %.1f us\n",
-                best, best_name, bytes / best * 1e-3, best / floor_us, sh.public_fwd_us / 1.5);
+    std::printf(
+        "  best elementwise: %.1f us (%s), %.0f GB/s = %.3fx the floor; 1.5x the public forward needs %.1f us\n", best,
+        best_name, bytes / best * 1e-3, best / floor_us, sh.public_fwd_us / 1.5);
   }
-    // Part 2: samu's fwd_bwd chain as elementwise passes (bf16), each shape with rotated sets of x, y, dy, dx.
+  // Part 2: samu's fwd_bwd chain as elementwise passes (bf16), each shape with rotated sets of x, y, dy, dx.
   // Our selections' fwd_bwd on this card model: the H200's from session 36, the H100's from session 39's baseline.
   const bool h100 = std::strstr(prop.name, "H100") != nullptr;
   const double h200_us[] = {98.6, 126.8, 179.5, 309.2}, h100_us[] = {118.3, 144.4, 223.7, 405.2};
