@@ -231,6 +231,29 @@ int TimeForm(const Sets& s, long long packs, int sms, int per_sm, const char* na
   return 0;
 }
 
+// The forms of h = a * x that main times at each shape, in order: {name, blocks per SM (0: one-shot grid), its
+// TimeForm instance}.
+struct Form {
+  const char* name;
+  int per_sm;
+  int (*time)(const Sets&, long long, int, int, const char*, double, double*, const char**);
+};
+constexpr Form kForms[] = {
+    {"one-shot t256 i1 plain", 0, &TimeForm<256, 1, false, false>},
+    {"one-shot t256 i2 plain", 0, &TimeForm<256, 2, false, false>},
+    {"one-shot t256 i4 plain", 0, &TimeForm<256, 4, false, false>},
+    {"one-shot t256 i2 nc-no-allocate / cs", 0, &TimeForm<256, 2, true, true>},
+    {"one-shot t256 i4 nc-no-allocate / cs", 0, &TimeForm<256, 4, true, true>},
+    {"one-shot t256 i8 nc-no-allocate / cs", 0, &TimeForm<256, 8, true, true>},
+    {"one-shot t512 i4 nc-no-allocate / cs", 0, &TimeForm<512, 4, true, true>},
+    {"one-shot t128 i8 nc-no-allocate / cs", 0, &TimeForm<128, 8, true, true>},
+    {"one-shot t256 i4 nc-no-allocate / plain", 0, &TimeForm<256, 4, true, false>},
+    {"stride t256 i4 8/SM nc / cs", 8, &TimeForm<256, 4, true, true>},
+    {"stride t256 i2 8/SM nc / cs", 8, &TimeForm<256, 2, true, true>},
+    {"stride t512 i4 4/SM nc / cs", 4, &TimeForm<512, 4, true, true>},
+    {"stride t256 i8 4/SM nc / cs", 4, &TimeForm<256, 8, true, true>},
+};
+
 }  // namespace
 
 int main() {
@@ -305,27 +328,9 @@ int main() {
         sh.b, sh.l, sh.w, bytes / 1e6, floor_us, sh.public_fwd_us, sh.public_fwd_us / 1.5, sh.ours_fwd_us, s.count);
     double best = 1e30;
     const char* best_name = "";
-    int rc = 0;
-    rc |= TimeForm<256, 1, false, false>(s, packs, sms, 0, "one-shot t256 i1 plain", bytes, &best, &best_name);
-    rc |= TimeForm<256, 2, false, false>(s, packs, sms, 0, "one-shot t256 i2 plain", bytes, &best, &best_name);
-    rc |= TimeForm<256, 4, false, false>(s, packs, sms, 0, "one-shot t256 i4 plain", bytes, &best, &best_name);
-    rc |= TimeForm<256, 2, true, true>(s, packs, sms, 0, "one-shot t256 i2 nc-no-allocate / cs", bytes, &best,
-                                       &best_name);
-    rc |= TimeForm<256, 4, true, true>(s, packs, sms, 0, "one-shot t256 i4 nc-no-allocate / cs", bytes, &best,
-                                       &best_name);
-    rc |= TimeForm<256, 8, true, true>(s, packs, sms, 0, "one-shot t256 i8 nc-no-allocate / cs", bytes, &best,
-                                       &best_name);
-    rc |= TimeForm<512, 4, true, true>(s, packs, sms, 0, "one-shot t512 i4 nc-no-allocate / cs", bytes, &best,
-                                       &best_name);
-    rc |= TimeForm<128, 8, true, true>(s, packs, sms, 0, "one-shot t128 i8 nc-no-allocate / cs", bytes, &best,
-                                       &best_name);
-    rc |= TimeForm<256, 4, true, false>(s, packs, sms, 0, "one-shot t256 i4 nc-no-allocate / plain", bytes, &best,
-                                        &best_name);
-    rc |= TimeForm<256, 4, true, true>(s, packs, sms, 8, "stride t256 i4 8/SM nc / cs", bytes, &best, &best_name);
-    rc |= TimeForm<256, 2, true, true>(s, packs, sms, 8, "stride t256 i2 8/SM nc / cs", bytes, &best, &best_name);
-    rc |= TimeForm<512, 4, true, true>(s, packs, sms, 4, "stride t512 i4 4/SM nc / cs", bytes, &best, &best_name);
-    rc |= TimeForm<256, 8, true, true>(s, packs, sms, 4, "stride t256 i8 4/SM nc / cs", bytes, &best, &best_name);
-    if (rc) return 1;
+    for (const Form& f : kForms) {
+      if (f.time(s, packs, sms, f.per_sm, f.name, bytes, &best, &best_name)) return 1;
+    }
     std::printf(
         "  best elementwise: %.1f us (%s), %.0f GB/s = %.3fx the floor; 1.5x the public forward needs %.1f us\n", best,
         best_name, bytes / best * 1e-3, best / floor_us, sh.public_fwd_us / 1.5);
