@@ -16,6 +16,7 @@
 
 #include "client/plot.h"
 #include "client/table_printer.h"
+#include "common/file_util.h"
 #include "common/problem.h"
 
 namespace scantune {
@@ -328,8 +329,11 @@ const std::vector<Cli::Command>& Cli::Commands() {
 }
 
 void Cli::PrintUsage(std::ostream& out) const {
-  out << "usage: scantune [--address ADDR] [--json] COMMAND [flags]\n\n"
+  out << "usage: scantune [--address ADDR] [--tls-ca PATH] [--token-file PATH] [--json] COMMAND [flags]\n\n"
          "  --address ADDR   daemon address (default $SCANTUNE_ADDRESS or unix:///tmp/scantune.sock)\n"
+         "  --tls-ca PATH    a daemon with TLS: the PEM certificate of the CA that signed its certificate\n"
+         "                   (default $SCANTUNE_TLS_CA)\n"
+         "  --token-file PATH  its bearer token, the file's first token line (default $SCANTUNE_TOKEN_FILE)\n"
          "  --json           machine output: the RPC's response as protobuf JSON, one object per line\n\n"
          "commands:\n";
   for (const Command& c : Commands()) {
@@ -382,6 +386,13 @@ int Cli::Run(const std::vector<std::string>& args) {
       address_ = args[++i];
     } else if (arg.rfind("--address=", 0) == 0) {
       address_ = arg.substr(10);
+    } else if (arg == "--tls-ca" || arg == "--token-file") {
+      if (i + 1 >= args.size()) return UsageError(arg + " needs a value");
+      (arg == "--tls-ca" ? tls_ca_file_ : token_file_) = args[++i];
+    } else if (arg.rfind("--tls-ca=", 0) == 0) {
+      tls_ca_file_ = arg.substr(9);
+    } else if (arg.rfind("--token-file=", 0) == 0) {
+      token_file_ = arg.substr(13);
     } else if (!command) {
       if (!arg.empty() && arg[0] == '-') return UsageError("unknown flag '" + arg + "'");
       for (const Command& c : Commands()) {
@@ -412,7 +423,13 @@ int Cli::Run(const std::vector<std::string>& args) {
 
   ClientOptions options;
   options.address = address_;
+  options.tls_ca_file = tls_ca_file_;
+  options.token_file = token_file_;
   client_ = std::make_unique<ScantuneClient>(options);
+  if (!client_->status().ok()) {
+    err_ << "scantune: " << client_->status().message() << "\n";
+    return kExitUsage;
+  }
   return (this->*(command->run))(parser);
 }
 
@@ -421,7 +438,7 @@ int Cli::Health(const ArgParser&) {
   if (json_) {
     out_ << "{\"status\":\"SERVING\"}\n";
   } else {
-    out_ << "SERVING (" << client_->address() << ")\n";
+    out_ << "SERVING (" << client_->address() << (client_->tls() ? ", TLS" : "") << ")\n";
   }
   return kExitOk;
 }
@@ -832,12 +849,10 @@ int Cli::Export(const ArgParser& args) {
 
 int Cli::Import(const ArgParser& args) {
   const std::string& path = args.positionals().at(0);
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return UsageError("cannot read '" + path + "'");
-  std::ostringstream text;
-  text << file.rdbuf();
+  StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return UsageError(text.status().message());
   v1::ImportRequest request;
-  request.set_json(text.str());
+  request.set_json(*text);
   std::string source = args.GetOr("source", "");
   if (source.empty()) source = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
   request.set_source_name(source);

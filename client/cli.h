@@ -66,6 +66,8 @@ class Cli {
   std::ostream& err_;
   bool json_ = false;
   std::string address_;
+  std::string tls_ca_file_;  // --tls-ca, --token-file: a daemon with TLS and tokens
+  std::string token_file_;
   std::unique_ptr<ScantuneClient> client_;
   const Command* command_ = nullptr;      // the subcommand being run
   const ArgParser* parser_ = nullptr;     // its flags

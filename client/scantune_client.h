@@ -34,6 +34,14 @@ struct ClientOptions {
   // Who this client is to the daemon's per-client job bound (sent with every
   // call). Empty: "host:pid".
   std::string client_id;
+  // A daemon beyond the host (scantuned --tls-cert ... --token-file ...):
+  // the PEM file of the CA that signed its certificate, and the bearer token
+  // sent with every call (or a file whose first token line is it). Empty:
+  // $SCANTUNE_TLS_CA and $SCANTUNE_TOKEN_FILE; all empty: plaintext, as on a
+  // unix socket or loopback port. A token is never sent without TLS.
+  std::string tls_ca_file;
+  std::string token;
+  std::string token_file;
 };
 
 class ScantuneClient {
@@ -41,11 +49,15 @@ class ScantuneClient {
   // The address the options resolve to (flag, environment, default).
   static std::string ResolveAddress(const std::string& address);
 
-  // Creates the channel; does not connect (the first call does).
+  // Creates the channel; does not connect (the first call does). Where the
+  // TLS or token options cannot be used (a file missing, a token without a
+  // CA), no channel is made: status() and every call answer why.
   explicit ScantuneClient(const ClientOptions& options = {});
   ~ScantuneClient();
 
   const std::string& address() const { return address_; }
+  const Status& status() const { return setup_; }
+  bool tls() const { return tls_; }
 
   // Waits until the daemon's health service answers SERVING, retrying until
   // `timeout` has passed. UNAVAILABLE if it never did.
@@ -69,14 +81,16 @@ class ScantuneClient {
 
  private:
   // Every call's context: who calls (kClientMetadataKey) and, unless long
-  // running, the deadline.
-  void Prepare(grpc::ClientContext* context, bool long_running) const;
+  // running, the deadline. Fails where the channel could not be made.
+  Status Prepare(grpc::ClientContext* context, bool long_running) const;
 
   static std::string DefaultClientId();
 
   std::string address_;
   std::string client_id_;
   ClientOptions options_;
+  Status setup_;
+  bool tls_ = false;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Scantune::Stub> stub_;
 };

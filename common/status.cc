@@ -15,6 +15,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
     case StatusCode::kAborted: return "ABORTED";
     case StatusCode::kInternal: return "INTERNAL";
+    case StatusCode::kUnauthenticated: return "UNAUTHENTICATED";
   }
   return "UNKNOWN";
 }

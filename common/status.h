@@ -23,6 +23,7 @@ enum class StatusCode {
   kUnimplemented,
   kAborted,
   kInternal,
+  kUnauthenticated,  // the caller did not prove who it is (a missing or wrong token)
 };
 
 const char* StatusCodeName(StatusCode code);
@@ -57,6 +58,7 @@ inline Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std
 inline Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 inline Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+inline Status Unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
 
 template <typename T>
 class [[nodiscard]] StatusOr {

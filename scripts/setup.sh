@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 packages=(cmake ninja-build g++ pkg-config libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev
           protobuf-compiler libspdlog-dev libsqlite3-dev libgtest-dev sqlite3 python3-grpcio python3-protobuf
-          rsync)  # rsync: scripts/make_bundle.sh (the GPU machine's bundle)
+          rsync openssl)  # rsync: scripts/make_bundle.sh (the GPU machine's bundle); openssl: the TLS tests' certificates
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -18,6 +18,7 @@ grpc::Status ToGrpcStatus(const Status& status) {
     case StatusCode::kUnimplemented: code = grpc::StatusCode::UNIMPLEMENTED; break;
     case StatusCode::kAborted: code = grpc::StatusCode::ABORTED; break;
     case StatusCode::kInternal: code = grpc::StatusCode::INTERNAL; break;
+    case StatusCode::kUnauthenticated: code = grpc::StatusCode::UNAUTHENTICATED; break;
   }
   return grpc::Status(code, status.message());
 }
@@ -36,6 +37,7 @@ Status FromGrpcStatus(const grpc::Status& status) {
     case grpc::StatusCode::UNIMPLEMENTED: return Unimplemented(m);
     case grpc::StatusCode::ABORTED: return Aborted(m);
     case grpc::StatusCode::INTERNAL: return Internal(m);
+    case grpc::StatusCode::UNAUTHENTICATED: return Unauthenticated(m);
     // A cancelled call was ended by one of the two sides on purpose.
     case grpc::StatusCode::CANCELLED: return Aborted("CANCELLED: " + m);
     case grpc::StatusCode::OUT_OF_RANGE: return InvalidArgument("OUT_OF_RANGE: " + m);

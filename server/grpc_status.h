@@ -16,7 +16,7 @@ namespace scantune {
 grpc::Status ToGrpcStatus(const Status& status);
 
 // The inverse. gRPC codes with no StatusCode of their own (CANCELLED,
-// UNKNOWN, PERMISSION_DENIED, UNAUTHENTICATED, OUT_OF_RANGE, DATA_LOSS) keep
+// UNKNOWN, PERMISSION_DENIED, OUT_OF_RANGE, DATA_LOSS) keep
 // their gRPC name in the message so nothing is lost.
 Status FromGrpcStatus(const grpc::Status& status);
 

@@ -1,6 +1,7 @@
 // scantuned: the scantune daemon. Parses flags, opens the Engine (database,
 // compiler, one worker per GPU), serves scantune.v1.Scantune and the standard
-// health service on a local address, and shuts down cleanly on SIGINT/SIGTERM
+// health service (on a local address, or beyond the host with TLS and bearer
+// tokens: server/listen_security.h), and shuts down cleanly on SIGINT/SIGTERM
 // (a second signal exits at once).
 #include <fcntl.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 
 #include "common/log.h"
 #include "server/engine.h"
+#include "server/listen_security.h"
 #include "server/service.h"
 
 namespace scantune {
@@ -47,6 +49,7 @@ struct Flags {
   int max_message_bytes = kDefaultMaxReceiveBytes;
   int max_queued_jobs = EngineOptions().max_queued_jobs;
   int max_jobs_per_client = EngineOptions().max_jobs_per_client;
+  ListenSecurity security;
 };
 
 void PrintUsage(std::ostream& out) {
@@ -54,7 +57,12 @@ void PrintUsage(std::ostream& out) {
          "  --listen ADDR              unix:PATH, unix:///PATH, 127.0.0.1:PORT, localhost:PORT or [::1]:PORT\n"
          "                             (default $SCANTUNE_ADDRESS or "
       << kDefaultAddress
-      << ")\n"
+      << ");\n"
+         "                             any other HOST:PORT (0.0.0.0:PORT) only with TLS and tokens:\n"
+         "  --tls-cert PATH            PEM certificate chain of the daemon (with --tls-key and --token-file)\n"
+         "  --tls-key PATH             PEM private key of that certificate\n"
+         "  --token-file PATH          bearer tokens accepted, one per line, '#' comments; mode 600\n"
+         "                             (clients send 'authorization: Bearer TOKEN'; others get UNAUTHENTICATED)\n"
          "  --db PATH                  SQLite database (default ./scantune.db)\n"
          "  --worker PATH              GPU worker binary (default: scantune-worker next to scantuned)\n"
          "  --enable-test-variants     allow test_fault / test_hang (for tests of the daemon itself)\n"
@@ -128,6 +136,12 @@ bool ParseFlags(int argc, char** argv, Flags* flags, bool* help, std::string* er
       return true;
     } else if (name == "--listen") {
       ok = take(&flags->listen);
+    } else if (name == "--tls-cert") {
+      ok = take(&flags->security.tls_cert_file);
+    } else if (name == "--tls-key") {
+      ok = take(&flags->security.tls_key_file);
+    } else if (name == "--token-file") {
+      ok = take(&flags->security.token_file);
     } else if (name == "--db") {
       ok = take(&flags->db);
     } else if (name == "--worker") {
@@ -160,24 +174,6 @@ std::string UnixPath(const std::string& address) {
   if (address.rfind("unix://", 0) == 0) return address.substr(7);
   if (address.rfind("unix:", 0) == 0) return address.substr(5);
   return "";
-}
-
-// Only local addresses: nothing authenticates or encrypts the API yet (no TLS,
-// no tokens), so listening beyond the host would hand the GPUs and the
-// database to anyone on the network.
-Status CheckLocalAddress(const std::string& address) {
-  if (address.rfind("unix:", 0) == 0) {
-    if (UnixPath(address).empty()) return InvalidArgument("--listen " + address + ": empty socket path");
-    return Status::Ok();
-  }
-  for (const char* prefix : {"127.0.0.1:", "localhost:", "[::1]:"}) {
-    std::string p(prefix);
-    if (address.rfind(p, 0) == 0 && address.size() > p.size()) return Status::Ok();
-  }
-  return InvalidArgument("--listen " + address +
-                         ": only local addresses are accepted (unix:PATH, 127.0.0.1:PORT, localhost:PORT, "
-                         "[::1]:PORT); TLS and tokens are not implemented, so a network address would expose "
-                         "the daemon unauthenticated");
 }
 
 // A socket file left by a daemon that died is removed; one that still answers
@@ -272,8 +268,14 @@ int Run(int argc, char** argv) {
     PrintUsage(std::cout);
     return 0;
   }
-  if (Status st = CheckLocalAddress(flags.listen); !st.ok()) {
+  if (Status st = CheckListenSecurity(flags.listen, flags.security); !st.ok()) {
     std::cerr << "scantuned: " << st.message() << "\n";
+    return 2;
+  }
+  // Read before anything starts: a bad certificate, key or token file stops the daemon with its reason.
+  StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(flags.security);
+  if (!credentials.ok()) {
+    std::cerr << "scantuned: " << credentials.status().message() << "\n";
     return 2;
   }
   if (flags.worker.empty()) flags.worker = DefaultWorkerPath();
@@ -320,21 +322,22 @@ int Run(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int selected_port = 0;
-  builder.AddListeningPort(flags.listen, grpc::InsecureServerCredentials(),
+  builder.AddListeningPort(flags.listen, *credentials,
                            socket_path.empty() ? &selected_port : nullptr);
   builder.SetMaxReceiveMessageSize(flags.max_message_bytes);
   builder.SetMaxSendMessageSize(kMaxSendBytes);
   builder.RegisterService(service.get());
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || (socket_path.empty() && selected_port == 0)) {
-    log->critical("cannot listen on {}", flags.listen);
+    log->critical("cannot listen on {}{}", flags.listen,
+                  flags.security.tls() ? " (or the TLS certificate and key do not belong together)" : "");
     return 1;
   }
   if (!socket_path.empty()) chmod(socket_path.c_str(), 0600);
   grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
   health->SetServingStatus(true);
   health->SetServingStatus(v1::Scantune::service_full_name(), true);
-  log->info("listening on {}", flags.listen);
+  log->info("listening on {}{}", flags.listen, flags.security.tls() ? " (TLS, bearer tokens)" : "");
 
   int signo = WaitForSignal();
   log->info("signal {}: shutting down (again to exit at once)", signo);

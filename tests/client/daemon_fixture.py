@@ -15,15 +15,18 @@ import scantune
 
 
 class Daemon:
-    def __init__(self, worker, *, env=None, prefix="scantune-py-", wait_s=30, timeout_s=300):
+    def __init__(self, worker, *, env=None, prefix="scantune-py-", wait_s=30, timeout_s=300, listen=None, flags=(),
+                 client_options=None):
+        """listen: scantuned's --listen (default a unix socket in the daemon's dir); flags: more of its flags;
+        client_options: more keyword arguments of the fixture's scantune.Client (tls_ca, token, ...)."""
         self.dir = tempfile.mkdtemp(prefix=prefix)
-        self.address = "unix://" + os.path.join(self.dir, "s.sock")
+        self.address = listen or "unix://" + os.path.join(self.dir, "s.sock")
         self.log = open(os.path.join(self.dir, "scantuned.log"), "w")
         self.process = subprocess.Popen(
             [os.environ["SCANTUNED"], "--listen", self.address, "--db", os.path.join(self.dir, "scantune.db"),
-             "--worker", worker],
+             "--worker", worker, *flags],
             env=env, stdout=subprocess.DEVNULL, stderr=self.log)
-        self.client = scantune.Client(self.address, timeout_s=timeout_s)
+        self.client = scantune.Client(self.address, timeout_s=timeout_s, **(client_options or {}))
         deadline = time.monotonic() + wait_s
         while True:
             try:

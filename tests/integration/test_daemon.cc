@@ -1,6 +1,9 @@
 #include "tests/integration/test_daemon.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -31,9 +34,12 @@ StatusOr<std::unique_ptr<TestDaemon>> TestDaemon::Start(const TestDaemonOptions&
   } else {
     daemon->dir_ = options.dir;
   }
-  daemon->address_ = "unix://" + daemon->dir_ + "/scantune.sock";
+  const std::string listen = options.listen.empty() ? "unix://" + daemon->dir_ + "/scantune.sock" : options.listen;
+  daemon->address_ = options.connect.empty() ? listen : options.connect;
+  daemon->tls_ca_file_ = options.tls_ca_file;
+  daemon->token_file_ = options.token_file;
 
-  std::vector<std::string> argv = {SCANTUNED_PATH, "--listen", daemon->address_, "--db",
+  std::vector<std::string> argv = {SCANTUNED_PATH, "--listen", listen, "--db",
                                    daemon->dir_ + "/scantune.db", "--worker", options.worker};
   argv.insert(argv.end(), options.flags.begin(), options.flags.end());
   std::vector<char*> args;
@@ -131,6 +137,8 @@ std::string TestDaemon::Log() const {
 
 CommandResult TestDaemon::Cli(const std::vector<std::string>& args) const {
   std::vector<std::string> argv = {SCANTUNE_CLI_PATH, "--address", address_};
+  if (!tls_ca_file_.empty()) argv.insert(argv.end(), {"--tls-ca", tls_ca_file_});
+  if (!token_file_.empty()) argv.insert(argv.end(), {"--token-file", token_file_});
   argv.insert(argv.end(), args.begin(), args.end());
   return RunCommand(argv);
 }
@@ -138,7 +146,27 @@ CommandResult TestDaemon::Cli(const std::vector<std::string>& args) const {
 std::unique_ptr<ScantuneClient> TestDaemon::Client() const {
   ClientOptions options;
   options.address = address_;
+  options.tls_ca_file = tls_ca_file_;
+  options.token_file = token_file_;
   return std::make_unique<ScantuneClient>(options);
+}
+
+StatusOr<int> FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Internal(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int err = errno;
+    close(fd);
+    return Internal(std::string("binding a free port: ") + std::strerror(err));
+  }
+  close(fd);
+  return static_cast<int>(ntohs(addr.sin_port));
 }
 
 std::vector<std::string> OneVariantPerAlgorithm(const std::string& shape) {

@@ -25,7 +25,18 @@ struct TestDaemonOptions {
   // TestDaemon removes. A given dir is left in place (a test may restart a
   // daemon in it).
   std::string dir;
+  // --listen; empty: a unix socket in dir. `connect` is the address clients
+  // use (empty: listen), e.g. 127.0.0.1:PORT for a daemon on 0.0.0.0:PORT.
+  std::string listen;
+  std::string connect;
+  // What its clients (Client(), Cli()) add: TLS CA and token file.
+  std::string tls_ca_file;
+  std::string token_file;
 };
+
+// A TCP port on 127.0.0.1 that nothing listens on right now (bound to port 0,
+// read back and released: another process could take it in between).
+StatusOr<int> FreeLoopbackPort();
 
 class TestDaemon {
  public:
@@ -56,6 +67,7 @@ class TestDaemon {
   std::string dir_;
   bool owns_dir_ = false;
   std::string address_;
+  std::string tls_ca_file_, token_file_;
   pid_t pid_ = -1;
   int exit_status_ = -1;
 };

@@ -54,18 +54,49 @@ def problem(op, shape, dtype, mode, *, h0=False, state=0, delta_bias=False, delt
                       delta_softplus=delta_softplus, z_gate=z_gate)
 
 
+def _first_token(path):
+    """The first token line of a token file (blank and '#' lines skipped), as scantuned reads its own."""
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                return line
+    raise ValueError(f"token file {path!r} holds no token")
+
+
 class Client:
-    def __init__(self, address=None, timeout_s=60.0, client_id=None):
-        """address: "unix:///path", "unix:path" or "127.0.0.1:PORT" (default
+    def __init__(self, address=None, timeout_s=60.0, client_id=None, *, tls_ca=None, token=None, token_file=None):
+        """address: "unix:///path", "unix:path" or "HOST:PORT" (default
         $SCANTUNE_ADDRESS, else unix:///tmp/scantune.sock). timeout_s bounds
         each unary call (not Tune, nor a select or get_kernel that may tune,
         which last as long as the job). client_id: who this client is to the
-        daemon's per-client job bound (default "host:pid")."""
+        daemon's per-client job bound (default "host:pid").
+        A daemon beyond the host (scantuned --tls-cert ... --token-file ...):
+        tls_ca is the PEM file of the CA that signed its certificate (default
+        $SCANTUNE_TLS_CA), token the bearer token sent with every call, or
+        token_file a file whose first token line it is (default
+        $SCANTUNE_TOKEN_FILE). A token is never sent without TLS."""
         self.address = address or os.environ.get("SCANTUNE_ADDRESS") or DEFAULT_ADDRESS
         self.timeout_s = timeout_s
         self.client_id = client_id or f"{socket.gethostname()}:{os.getpid()}"
         self._metadata = (("scantune-client", self.client_id),)
-        self._channel = grpc.insecure_channel(self.address)
+        tls_ca = tls_ca or os.environ.get("SCANTUNE_TLS_CA")
+        token_file = token_file or os.environ.get("SCANTUNE_TOKEN_FILE")
+        if not token and token_file:
+            token = _first_token(token_file)
+        if token and not tls_ca:
+            raise ValueError("a token is sent only over TLS: give the daemon's CA certificate too "
+                             "(tls_ca or $SCANTUNE_TLS_CA)")
+        self.tls = bool(tls_ca)
+        if tls_ca:
+            with open(tls_ca, "rb") as f:
+                credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+            if token:
+                credentials = grpc.composite_channel_credentials(credentials,
+                                                                 grpc.access_token_call_credentials(token))
+            self._channel = grpc.secure_channel(self.address, credentials)
+        else:
+            self._channel = grpc.insecure_channel(self.address)
         self._stub = pb_grpc.ScantuneStub(self._channel)
 
     def close(self):
