@@ -16,8 +16,9 @@ namespace {
 // Who a call is from, for the per-client job bound: the `scantune-client`
 // metadata our clients send (host:pid), else the transport's peer (over a
 // Unix socket every anonymous caller shares one peer name). It is not an
-// identity check: every caller is local (DESIGN.md's defaults); it keeps one
-// client's jobs from filling the queue others wait on.
+// identity check (callers are local, or proved a token before the call got
+// here: server/listen_security.h); it keeps one client's jobs from filling
+// the queue others wait on.
 std::string ClientId(const grpc::CallbackServerContext* context) {
   const auto& metadata = context->client_metadata();
   if (auto it = metadata.find(kClientMetadataKey); it != metadata.end() && !it->second.empty()) {
