@@ -15,6 +15,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "common/problem.h"
 #include "tests/integration/test_daemon.h"
 
 namespace scantune::testing {
@@ -160,13 +161,13 @@ TEST_F(TlsDaemonTest, ServesClientsThatTrustItsCaAndSendAToken) {
 
   const std::vector<std::string> variants = OneVariantPerAlgorithm(kShape);
   ASSERT_FALSE(variants.empty());
+  Problem problem;
+  problem.op = Op::kLinearScan;
+  problem.shape = *ParseShape(kShape);
+  problem.dtype = DType::kBF16;
+  problem.mode = Mode::kFwd;
   v1::TuneRequest tune;
-  tune.mutable_problem()->set_op("linear_scan");
-  tune.mutable_problem()->mutable_shape()->set_batch(2);
-  tune.mutable_problem()->mutable_shape()->set_length(256);
-  tune.mutable_problem()->mutable_shape()->set_width(512);
-  tune.mutable_problem()->set_dtype(v1::BF16);
-  tune.mutable_problem()->set_mode(v1::FWD);
+  *tune.mutable_problem() = ToProto(problem);
   tune.add_variants(variants.front());
   int updates = 0;
   StatusOr<v1::Selection> selection =
